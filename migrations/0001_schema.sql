@@ -1,8 +1,9 @@
 -- kvtrail schema, version 1.
 --
--- One source renders both deployments: on a single server {{table "x"}} is the
--- table itself; in cluster mode it is the shard-local Replicated table and
--- {{distributed ...}} adds the Distributed table readers and writers use.
+-- One source renders both deployments (template functions: docs/clickhouse.md):
+-- on a single server "table" names the table itself; in cluster mode it names
+-- the shard-local Replicated table and "distributed" adds the Distributed
+-- table that readers and writers use.
 -- Keep to the portable subset (docs/clickhouse.md): no CODEC, TTL, skip
 -- indexes, Map, DateTime64 or IF NOT EXISTS on columns, so every statement runs
 -- on ClickHouse 18.16 and on 24.x+.
@@ -21,7 +22,7 @@ CREATE TABLE IF NOT EXISTS {{table "raw_lines"}} {{on_cluster}}
     ts_ns         UInt64,
     node          LowCardinality(String),
     role          LowCardinality(String),
-    format        LowCardinality(String),
+    log_format    LowCardinality(String),
     source        String,
     file_digest   String,
     byte_offset   UInt64,
@@ -428,7 +429,7 @@ CREATE TABLE IF NOT EXISTS {{table "case_evidence"}} {{on_cluster}}
     ts_ns        UInt64,
     node         LowCardinality(String),
     role         LowCardinality(String),
-    format       LowCardinality(String),
+    log_format   LowCardinality(String),
     source       String,
     file_digest  String,
     byte_offset  UInt64,
@@ -470,7 +471,7 @@ CREATE TABLE IF NOT EXISTS {{table "ingest_sources"}} {{on_cluster}}
     path             String,
     node             LowCardinality(String),
     role             LowCardinality(String),
-    format           LowCardinality(String),
+    log_format       LowCardinality(String),
     first_ts         DateTime,
     last_ts          DateTime,
     lines            UInt64,

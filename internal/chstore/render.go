@@ -1,0 +1,118 @@
+package chstore
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+// Layout says how the schema is deployed. Every migration is written once and
+// rendered for a layout, so single-node and cluster DDL cannot drift apart.
+type Layout struct {
+	// Database the tables live in.
+	Database string
+	// Cluster is the ClickHouse cluster name; empty for a single server.
+	// Cluster rendering is a preview of cluster mode: it is rendered and
+	// syntax-checked, not yet run against a cluster by kvtrail's tests.
+	Cluster string
+	// Version of the server the DDL is for (zero value: render portably).
+	Version Version
+}
+
+// Render turns a migration template into its statements for the layout.
+//
+// Template functions:
+//
+//	{{table "t"}}              db.t (single) or db.t_local (cluster)
+//	{{on_cluster}}             "" or ON CLUSTER name
+//	{{engine "t" "E(args)"}}   E(args), or ReplicatedE('/clickhouse/tables/{shard}/db/t_local', '{replica}', args)
+//	{{distributed "t" "key"}}  "" or a CREATE of the Distributed table t over t_local
+//	{{modern}}                 true when the target server is 19.x or newer
+func Render(src string, l Layout) ([]string, error) {
+	funcs := template.FuncMap{
+		"table": func(name string) string {
+			if l.Cluster != "" {
+				return l.Database + "." + name + "_local"
+			}
+			return l.Database + "." + name
+		},
+		"on_cluster": func() string {
+			if l.Cluster == "" {
+				return ""
+			}
+			return "ON CLUSTER " + l.Cluster
+		},
+		"engine": func(table, engine string) (string, error) {
+			if l.Cluster == "" {
+				return engine, nil
+			}
+			name, args, _ := strings.Cut(engine, "(")
+			args = strings.TrimSuffix(args, ")")
+			path := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s_local', '{replica}'", l.Database, table)
+			if args != "" {
+				path += ", " + args
+			}
+			return "Replicated" + name + "(" + path + ")", nil
+		},
+		"distributed": func(table, key string) string {
+			if l.Cluster == "" {
+				return ""
+			}
+			return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s AS %s.%s_local ENGINE = Distributed(%s, %s, %s_local, %s);",
+				l.Database, table, l.Cluster, l.Database, table, l.Cluster, l.Database, table, key)
+		},
+		"modern": func() bool { return l.Version.Major >= 19 },
+	}
+	t, err := template.New("migration").Funcs(funcs).Option("missingkey=error").Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("parse template: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, nil); err != nil {
+		return nil, fmt.Errorf("render template: %w", err)
+	}
+	return SplitStatements(buf.String()), nil
+}
+
+// SplitStatements splits SQL text on semicolons that end a line, dropping
+// comment-only and empty statements. Migrations must not put ";" at the end
+// of a line inside a string literal.
+func SplitStatements(sql string) []string {
+	var out []string
+	var cur strings.Builder
+	flush := func() {
+		stmt := strings.TrimSpace(stripComments(cur.String()))
+		if stmt != "" {
+			out = append(out, stmt)
+		}
+		cur.Reset()
+	}
+	for _, line := range strings.Split(sql, "\n") {
+		trimmed := strings.TrimRight(line, " \t\r")
+		if strings.HasSuffix(trimmed, ";") {
+			cur.WriteString(strings.TrimSuffix(trimmed, ";"))
+			cur.WriteByte('\n')
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	flush()
+	return out
+}
+
+// stripComments removes whole-line "--" comments so statements sent to the
+// server (and shown in errors) are just SQL.
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

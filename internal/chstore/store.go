@@ -1,0 +1,199 @@
+// Package chstore is kvtrail's access to ClickHouse: one connection pool over
+// the native protocol (the HTTP protocol of clickhouse-go fails against
+// 18.16), the schema migrator, and the rules every statement follows so it
+// runs on 18.16 and on modern servers alike (docs/clickhouse.md).
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Options says where the server is and which database kvtrail owns.
+type Options struct {
+	Addrs        []string
+	Database     string
+	Username     string
+	Password     string
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	MaxOpenConns int
+	// OnStatement, when set, sees the text of every statement before it is
+	// sent. Tests use it to check each one against the modern grammar.
+	OnStatement func(sql string)
+}
+
+// Store is a connection pool bound to one database.
+type Store struct {
+	conn    driver.Conn
+	db      string
+	version Version
+	hook    func(string)
+}
+
+// Version is the server's version, used to gate version-specific SQL.
+type Version struct {
+	Major, Minor, Patch uint64
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// Legacy reports a server older than 19.x: it needs
+// allow_experimental_low_cardinality_type for LowCardinality DDL and lacks
+// CODEC, TTL, skip indexes and more (docs/clickhouse.md).
+func (v Version) Legacy() bool { return v.Major < 19 }
+
+// Open connects, creates the database if needed and returns a Store bound to it.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if len(o.Addrs) == 0 {
+		return nil, errors.New("chstore: no ClickHouse address")
+	}
+	// Connect to "default" first: the native handshake fails when the
+	// requested database does not exist yet.
+	boot, err := dial(ctx, o, "default")
+	if err != nil {
+		return nil, err
+	}
+	if o.OnStatement != nil {
+		o.OnStatement("CREATE DATABASE IF NOT EXISTS " + o.Database)
+	}
+	err = boot.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(o.Database))
+	_ = boot.conn.Close()
+	if err != nil {
+		return nil, fmt.Errorf("chstore: create database %s on %s: %w", o.Database, strings.Join(o.Addrs, ","), err)
+	}
+	s, err := dial(ctx, o, o.Database)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func dial(ctx context.Context, o Options, db string) (*Store, error) {
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Protocol: clickhouse.Native,
+		Addr:     o.Addrs,
+		Auth: clickhouse.Auth{
+			Database: db,
+			Username: o.Username,
+			Password: o.Password,
+		},
+		Compression:     &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		DialTimeout:     o.DialTimeout,
+		ReadTimeout:     o.ReadTimeout,
+		MaxOpenConns:    o.MaxOpenConns,
+		MaxIdleConns:    max(1, o.MaxOpenConns/2),
+		ConnMaxLifetime: time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chstore: open %s: %w", strings.Join(o.Addrs, ","), err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("chstore: ping %s: %w", strings.Join(o.Addrs, ","), err)
+	}
+	sv, err := conn.ServerVersion()
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("chstore: server version: %w", err)
+	}
+	return &Store{
+		conn: conn,
+		db:   db,
+		version: Version{
+			Major: sv.Version.Major,
+			Minor: sv.Version.Minor,
+			Patch: sv.Version.Patch,
+		},
+		hook: o.OnStatement,
+	}, nil
+}
+
+// Database is the database the store is bound to.
+func (s *Store) Database() string { return s.db }
+
+// ServerVersion is the version the server reported at connect time.
+func (s *Store) ServerVersion() Version { return s.version }
+
+// Ping checks the server answers.
+func (s *Store) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
+
+// Close releases the pool.
+func (s *Store) Close() error { return s.conn.Close() }
+
+func (s *Store) see(sql string) {
+	if s.hook != nil {
+		s.hook(sql)
+	}
+}
+
+// Exec runs a statement that returns no rows. Never use it for
+// INSERT ... VALUES: 18.16 hangs on that over the native protocol; use
+// PrepareBatch, or INSERT ... SELECT for a single row.
+func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
+	s.see(sql)
+	return s.conn.Exec(ctx, sql, args...)
+}
+
+// Query runs a query; the caller closes the rows.
+func (s *Store) Query(ctx context.Context, sql string, args ...any) (driver.Rows, error) {
+	s.see(sql)
+	return s.conn.Query(ctx, sql, args...)
+}
+
+// QueryRow runs a query that returns one row.
+func (s *Store) QueryRow(ctx context.Context, sql string, args ...any) driver.Row {
+	s.see(sql)
+	return s.conn.QueryRow(ctx, sql, args...)
+}
+
+// Select scans all rows into dest, a pointer to a slice of structs with ch tags.
+func (s *Store) Select(ctx context.Context, dest any, sql string, args ...any) error {
+	s.see(sql)
+	return s.conn.Select(ctx, dest, sql, args...)
+}
+
+// PrepareBatch starts a batch insert. The statement must name its columns:
+// against 18.16 a column-less INSERT learns zero columns from the server.
+func (s *Store) PrepareBatch(ctx context.Context, insert string) (driver.Batch, error) {
+	s.see(insert)
+	if !strings.Contains(insert, "(") {
+		return nil, fmt.Errorf("chstore: insert without a column list: %q", insert)
+	}
+	return s.conn.PrepareBatch(ctx, insert)
+}
+
+// DDLContext adds the settings DDL needs on this server version.
+func (s *Store) DDLContext(ctx context.Context) context.Context {
+	if s.version.Legacy() {
+		// Obsolete (and ignored) on modern servers; required on 18.16.
+		return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+			"allow_experimental_low_cardinality_type": 1,
+		}))
+	}
+	return ctx
+}
+
+// IsCode reports whether err is a server exception with the given code.
+func IsCode(err error, code int32) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) && ex.Code == code
+}
+
+// Server error codes kvtrail branches on.
+const (
+	CodeTableAlreadyExists int32 = 57
+	CodeUnknownTable       int32 = 60
+)
+
+// quoteIdent backquotes an identifier. Database names are validated by
+// config.Validate; this is a second line of defence.
+func quoteIdent(s string) string {
+	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}

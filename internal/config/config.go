@@ -1,0 +1,192 @@
+// Package config holds kvtrail's typed configuration. It knows nothing about
+// where values come from: cmd/kvtrail fills it from the YAML file, KVTRAIL_*
+// environment variables and flags (viper stays there), then calls Validate.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole effective configuration. The mapstructure tags are the
+// keys of kvtrail.yaml and, upper-cased with "_" for ".", of KVTRAIL_* env vars.
+type Config struct {
+	ClickHouse ClickHouse `mapstructure:"clickhouse" yaml:"clickhouse"`
+	Local      Local      `mapstructure:"local" yaml:"local"`
+	Serve      Serve      `mapstructure:"serve" yaml:"serve"`
+	Log        Log        `mapstructure:"log" yaml:"log"`
+}
+
+// ClickHouse says how to reach the server. An empty Addr means "start a
+// private local server" (see Local).
+type ClickHouse struct {
+	// Addr is a comma-separated list of host:port native-protocol endpoints.
+	Addr         string        `mapstructure:"addr" yaml:"addr"`
+	Database     string        `mapstructure:"database" yaml:"database"`
+	Username     string        `mapstructure:"username" yaml:"username"`
+	Password     Secret        `mapstructure:"password" yaml:"password"`
+	DialTimeout  time.Duration `mapstructure:"dial_timeout" yaml:"dial_timeout"`
+	ReadTimeout  time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`
+	MaxOpenConns int           `mapstructure:"max_open_conns" yaml:"max_open_conns"`
+}
+
+// Addrs splits Addr into its endpoints.
+func (c ClickHouse) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Managed reports whether kvtrail must start its own ClickHouse.
+func (c ClickHouse) Managed() bool { return len(c.Addrs()) == 0 }
+
+// Local configures the managed clickhouse-server kvtrail starts when no
+// address is configured.
+type Local struct {
+	// Binary is the clickhouse-server executable, looked up in PATH.
+	Binary string `mapstructure:"binary" yaml:"binary"`
+	// DataDir holds the server's data, config and logs; reused across runs.
+	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
+	// StartTimeout bounds the wait for the server to answer.
+	StartTimeout time.Duration `mapstructure:"start_timeout" yaml:"start_timeout"`
+}
+
+// Serve configures the HTTP server.
+type Serve struct {
+	Addr            string        `mapstructure:"addr" yaml:"addr"`
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+}
+
+// Log configures kvtrail's own logs (never customer log content).
+type Log struct {
+	Level  string `mapstructure:"level" yaml:"level"`
+	Format string `mapstructure:"format" yaml:"format"`
+}
+
+// Default returns the configuration used when nothing else is set.
+func Default() Config {
+	return Config{
+		ClickHouse: ClickHouse{
+			Database:     "kvtrail",
+			Username:     "default",
+			DialTimeout:  5 * time.Second,
+			ReadTimeout:  60 * time.Second,
+			MaxOpenConns: 8,
+		},
+		Local: Local{
+			Binary:       "clickhouse-server",
+			DataDir:      "./var/clickhouse",
+			StartTimeout: 30 * time.Second,
+		},
+		Serve: Serve{
+			Addr:            "127.0.0.1:8080",
+			ShutdownTimeout: 10 * time.Second,
+		},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}
+
+// Validate reports every bad value at once, each with the key that holds it.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	for _, a := range c.ClickHouse.Addrs() {
+		if err := checkHostPort(a); err != nil {
+			bad("clickhouse.addr", "%q is not host:port: %v", a, err)
+		}
+	}
+	if !validIdent(c.ClickHouse.Database) {
+		bad("clickhouse.database", "%q must be a non-empty identifier of letters, digits and _, not starting with a digit", c.ClickHouse.Database)
+	}
+	if c.ClickHouse.Username == "" {
+		bad("clickhouse.username", "must not be empty")
+	}
+	if c.ClickHouse.DialTimeout <= 0 {
+		bad("clickhouse.dial_timeout", "must be positive, got %s", c.ClickHouse.DialTimeout)
+	}
+	// The driver turns a context deadline into max_execution_time only for
+	// deadlines over 1 s; shorter read timeouts would orphan server queries.
+	if c.ClickHouse.ReadTimeout < 2*time.Second {
+		bad("clickhouse.read_timeout", "must be at least 2s, got %s", c.ClickHouse.ReadTimeout)
+	}
+	if c.ClickHouse.MaxOpenConns < 1 || c.ClickHouse.MaxOpenConns > 256 {
+		bad("clickhouse.max_open_conns", "must be between 1 and 256, got %d", c.ClickHouse.MaxOpenConns)
+	}
+	if c.ClickHouse.Managed() {
+		if c.Local.Binary == "" {
+			bad("local.binary", "must name the clickhouse-server executable when clickhouse.addr is empty")
+		}
+		if c.Local.DataDir == "" {
+			bad("local.data_dir", "must not be empty when clickhouse.addr is empty")
+		}
+		if c.Local.StartTimeout <= 0 {
+			bad("local.start_timeout", "must be positive, got %s", c.Local.StartTimeout)
+		}
+	}
+	if err := checkHostPort(c.Serve.Addr); err != nil {
+		bad("serve.addr", "%q is not host:port: %v", c.Serve.Addr, err)
+	}
+	if c.Serve.ShutdownTimeout <= 0 {
+		bad("serve.shutdown_timeout", "must be positive, got %s", c.Serve.ShutdownTimeout)
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		bad("log.level", "%v", err)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "must be text or json, got %q", c.Log.Format)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseLevel maps a level name to slog's level.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("must be debug, info, warn or error, got %q", s)
+}
+
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port %q out of range", port)
+	}
+	return nil
+}
+
+func validIdent(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
