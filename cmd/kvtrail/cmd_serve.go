@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/web"
+)
+
+func newServeCmd(a *app) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the HTTP server (API, UI, /healthz, /readyz, /metrics) until SIGINT or SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			s, closeFn, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := a.migrate(ctx, s); err != nil {
+				return err
+			}
+			return a.serve(ctx, s, nil)
+		},
+	}
+	c.Flags().String("addr", "", "listen address host:port (default 127.0.0.1:8080)")
+	bindFlag(c.Flags().Lookup("addr"), "serve.addr")
+	return c
+}
+
+// serve runs the HTTP server until ctx is cancelled, then shuts down
+// gracefully. ready, if set, is called with the base URL once listening.
+func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string)) error {
+	router := web.New(web.Options{Logger: a.log, DB: s, Version: version})
+	ln, err := net.Listen("tcp", a.cfg.Serve.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Serve.Addr, err)
+	}
+	srv := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String()
+	a.log.Info("serving", slog.String("url", url))
+	if ready != nil {
+		ready(url)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.Serve.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	return nil
+}

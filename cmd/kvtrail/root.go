@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/kvtrail/kvtrail/internal/config"
+)
+
+// app is the state shared by subcommands: the effective config and logger.
+type app struct {
+	v   *viper.Viper
+	cfg config.Config
+	log *slog.Logger
+}
+
+const flagKey = "kvtrail_config_key"
+
+// bindFlag ties a flag to a config key, so flags override env and file.
+func bindFlag(f *pflag.Flag, key string) {
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[flagKey] = []string{key}
+}
+
+func newRootCmd() *cobra.Command {
+	a := &app{v: viper.New()}
+	root := &cobra.Command{
+		Use:           "kvtrail",
+		Short:         "Forensics for KV-cache tenant-isolation incidents in disaggregated LLM serving",
+		Version:       version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.load(cmd)
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.String("config", "", "config file (default: ./kvtrail.yaml if present)")
+	pf.String("clickhouse-addr", "", "ClickHouse native address(es), comma-separated; empty starts a private local server")
+	bindFlag(pf.Lookup("clickhouse-addr"), "clickhouse.addr")
+	pf.String("clickhouse-database", "", "ClickHouse database kvtrail owns")
+	bindFlag(pf.Lookup("clickhouse-database"), "clickhouse.database")
+	pf.String("data-dir", "", "data directory of the managed local ClickHouse")
+	bindFlag(pf.Lookup("data-dir"), "local.data_dir")
+	pf.String("log-level", "", "debug, info, warn or error")
+	bindFlag(pf.Lookup("log-level"), "log.level")
+
+	root.AddCommand(newConfigCmd(a), newMigrateCmd(a), newServeCmd(a), newDemoCmd(a))
+	for _, extra := range extraCommands {
+		root.AddCommand(extra(a))
+	}
+	return root
+}
+
+// extraCommands lets subcommands that live in their own files register
+// themselves without editing this list.
+var extraCommands []func(*app) *cobra.Command
+
+// load builds the effective config: defaults < file < KVTRAIL_* env < flags.
+func (a *app) load(cmd *cobra.Command) error {
+	v := a.v
+	v.SetEnvPrefix("KVTRAIL")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	setDefaults(v, "", reflect.ValueOf(config.Default()))
+
+	file, _ := cmd.Flags().GetString("config")
+	switch {
+	case file != "":
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return usageError{fmt.Errorf("read config %s: %w", file, err)}
+		}
+	default:
+		if _, err := os.Stat("kvtrail.yaml"); err == nil {
+			v.SetConfigFile("kvtrail.yaml")
+			if err := v.ReadInConfig(); err != nil {
+				return usageError{fmt.Errorf("read config kvtrail.yaml: %w", err)}
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("stat kvtrail.yaml: %w", err)
+		}
+	}
+	var bindErr error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if keys := f.Annotations[flagKey]; len(keys) == 1 && f.Changed {
+			if err := v.BindPFlag(keys[0], f); err != nil {
+				bindErr = err
+			}
+		}
+	})
+	if bindErr != nil {
+		return bindErr
+	}
+	var cfg config.Config
+	// UnmarshalExact: a misspelt key in kvtrail.yaml is an error, not a
+	// silently ignored setting.
+	if err := v.UnmarshalExact(&cfg); err != nil {
+		return usageError{fmt.Errorf("config: %w", err)}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{fmt.Errorf("invalid config:\n%w", err)}
+	}
+	a.cfg = cfg
+	level, _ := config.ParseLevel(cfg.Log.Level)
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		a.log = slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	} else {
+		a.log = slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return nil
+}
+
+// setDefaults registers every field of the default config with viper, so
+// that AutomaticEnv knows each key (viper only consults the environment for
+// keys it has heard of).
+func setDefaults(v *viper.Viper, prefix string, rv reflect.Value) {
+	rt := rv.Type()
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		key := f.Tag.Get("mapstructure")
+		if key == "" {
+			continue
+		}
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		if f.Type.Kind() == reflect.Struct {
+			setDefaults(v, key, rv.Field(i))
+			continue
+		}
+		v.SetDefault(key, rv.Field(i).Interface())
+	}
+}
