@@ -1,0 +1,146 @@
+package parse
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// addFixtureSeeds seeds a fuzzer with every line of the named fixtures.
+func addFixtureSeeds(f *testing.F, files ...string) {
+	for _, name := range files {
+		for _, l := range fixtureLines(f, name) {
+			f.Add(l)
+		}
+	}
+}
+
+// checkParse runs one parser over line and asserts the invariants every
+// parser must keep: no panic (implicit), raw bytes untouched, a reason for
+// every malformed result, a known status.
+func checkParse(t *testing.T, p Parser, line string) Parsed {
+	raw := []byte(line)
+	keep := bytes.Clone(raw)
+	out := p.Parse(Record{Raw: raw, Length: int64(len(raw)), Lines: 1, LineNo: 1})
+	if !bytes.Equal(raw, keep) {
+		t.Fatalf("parser modified the raw line")
+	}
+	switch out.Status {
+	case StatusParsed, StatusUnknown:
+	case StatusMalformed:
+		if out.Reason == "" {
+			t.Fatalf("malformed without reason: %q", line)
+		}
+	default:
+		t.Fatalf("bad status %q", out.Status)
+	}
+	if !out.TS.IsZero() && out.TS.Location().String() != "UTC" {
+		t.Fatalf("ts not UTC: %v", out.TS)
+	}
+	return out
+}
+
+func FuzzSGLangLine(f *testing.F) {
+	addFixtureSeeds(f, "sglang_real.log", "sglang_drift.log")
+	f.Fuzz(func(t *testing.T, line string) {
+		out := checkParse(t, mustNew(t, FormatSGLang, ParseOptions{}), line)
+		if len(out.More) > maxGlued+1 {
+			t.Fatalf("%d glued messages", len(out.More))
+		}
+	})
+}
+
+func FuzzReader(f *testing.F) {
+	for _, name := range []string{"sglang_real.log", "sglang_drift.log", "glog_drift.log", "prometheus_drift.prom"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint16(0), false)
+		f.Add(b, uint16(40), false)
+	}
+	f.Add([]byte("a\r\n  b\r\nTraceback (most recent call last):\nx\n\n[2026"), uint16(3), false)
+	f.Fuzz(func(t *testing.T, data []byte, max uint16, single bool) {
+		recs := readAll(t, data, ReaderOptions{MaxRecordBytes: int(max), SingleLine: single})
+		checkTiling(t, data, recs)
+		for _, r := range recs {
+			if lim := int(max); lim > 0 && len(r.Raw) > lim {
+				t.Fatalf("record keeps %d bytes over the %d cap", len(r.Raw), lim)
+			}
+		}
+	})
+}
+
+func FuzzGateway(f *testing.F) {
+	addFixtureSeeds(f, "gateway.jsonl", "modelgateway_real.log", "modelgateway_drift.log", "pages.jsonl", "request_metrics.jsonl")
+	mapped := &GatewayMapping{Fields: FieldMapping{"tenant": "headers.x-tenant-id", "ts": "a.b.c"}}
+	f.Fuzz(func(t *testing.T, line string) {
+		for _, fm := range []Format{FormatGateway, FormatModelGateway, FormatPageEvents, FormatRequestMetrics} {
+			checkParse(t, mustNew(t, fm, ParseOptions{}), line)
+		}
+		checkParse(t, mustNew(t, FormatGateway, ParseOptions{Gateway: mapped}), line)
+		Detect([]byte(line))
+	})
+}
+
+func FuzzPythonRepr(f *testing.F) {
+	for _, l := range fixtureLines(f, "sglang_drift.log") {
+		if i := strings.Index(l, "obj="); i >= 0 {
+			f.Add(l[i+4:])
+		}
+	}
+	f.Add(`ServerArgs(a='x\'', b=[1, (2, {3: '4'})], c=<E.X: 1>, d='h' ... 't')`)
+	f.Add(`{'a': "\x41\u00e9\U0001F600\\", 'b': b'x'}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := 0; i <= len(s) && i < 8; i++ {
+			if j := pyScan(s, i, ",:"); j < i || j > len(s) {
+				t.Fatalf("pyScan(%d) = %d out of range", i, j)
+			}
+		}
+		pyKwargs(s, func(k, v string) bool {
+			if !strings.Contains(s, k) || !strings.Contains(s, v) {
+				t.Fatalf("pair not from input: %q=%q", k, v)
+			}
+			pyString(v)
+			pyFirst(v)
+			return true
+		})
+		body, _, _ := pyBody(s)
+		pyDict(body, func(k, v string) bool { pyText(k); pyText(v); return true })
+		pyString(s)
+		e := &EngineEvent{}
+		reqObjRepr(e, s)
+		metaInfoRepr(e, s)
+	})
+}
+
+func FuzzGlog(f *testing.F) {
+	addFixtureSeeds(f, "glog_real.log", "glog_drift.log")
+	f.Fuzz(func(t *testing.T, line string) {
+		p := mustNew(t, FormatGlog, ParseOptions{})
+		checkParse(t, p, line)
+		checkParse(t, p, line) // second call exercises the year state
+	})
+}
+
+func FuzzPrometheus(f *testing.F) {
+	addFixtureSeeds(f, "prometheus_real.om", "prometheus_drift.prom")
+	f.Fuzz(func(t *testing.T, line string) {
+		out := checkParse(t, mustNew(t, FormatPrometheus, ParseOptions{}), line)
+		for _, s := range out.Metrics {
+			if len(s.LabelKeys) != len(s.LabelValues) {
+				t.Fatal("label keys and values differ in length")
+			}
+			for i := 1; i < len(s.LabelKeys); i++ {
+				if s.LabelKeys[i-1] > s.LabelKeys[i] {
+					t.Fatal("labels not sorted")
+				}
+			}
+			if s.SeriesID != SeriesID(s.Name, s.LabelKeys, s.LabelValues) {
+				t.Fatal("series id mismatch")
+			}
+		}
+	})
+}

@@ -1,0 +1,182 @@
+package parse
+
+import (
+	"strings"
+	"time"
+)
+
+// glogParser parses Mooncake transfer-engine glog lines (§g):
+//
+//	E0917 16:23:13.204995 4058290 worker_pool.cpp:294] msg       (short date)
+//	I20251113 17:04:35.119301 12345 transfer_engine.cpp:10] msg  (newer glog)
+//
+// Year rule for the short form, in order: ParseOptions.Year if set; else
+// the year of the last long-form line seen in this stream; else the year of
+// ParseOptions.DefaultTime (e.g. the file mtime), minus one if the line's
+// month is after DefaultTime's month; else the same rule against the
+// current time. Whenever the month goes backwards from one line to the
+// next by more than six months (December → January) the year advances. Years not configured or read
+// from the line set Parsed.TSInferred.
+type glogParser struct {
+	opts      ParseOptions
+	year      int // year in effect, 0 until known
+	yearKnown bool
+	lastMonth int
+}
+
+const glogPreamble = "WARNING: Logging before InitGoogleLogging() is written to STDERR"
+
+func (p *glogParser) Parse(rec Record) Parsed {
+	line := string(rec.Raw)
+	if i := strings.IndexByte(line, '\n'); i >= 0 {
+		line = strings.TrimSuffix(line[:i], "\r")
+	}
+	if strings.HasPrefix(line, glogPreamble) {
+		return Parsed{Status: StatusParsed, Kind: KindMarker, Event: "glog_preamble"}
+	}
+	ts, inferred, msg, ok := p.prefix(line)
+	if !ok {
+		return unknown("no glog prefix")
+	}
+	out := glogMessage(msg)
+	out.TS, out.TSInferred = p.opts.fix(ts), inferred
+	return out
+}
+
+// prefix parses the glog header and returns the message after "] ".
+func (p *glogParser) prefix(line string) (time.Time, bool, string, bool) {
+	if len(line) < 22 || strings.IndexByte("IWEF", line[0]) < 0 {
+		return time.Time{}, false, "", false
+	}
+	var year, mo, d int
+	var i int
+	inferred := false
+	if len(line) > 9 && line[9] == ' ' && isDigits([]byte(line[1:9])) {
+		year, _ = atoiN(line[1:5])
+		mo, _ = atoiN(line[5:7])
+		d, _ = atoiN(line[7:9])
+		i = 10
+		p.year, p.yearKnown = year, true
+	} else if line[5] == ' ' && isDigits([]byte(line[1:5])) {
+		mo, _ = atoiN(line[1:3])
+		d, _ = atoiN(line[3:5])
+		i = 6
+		switch {
+		case p.opts.Year != 0 && !p.yearKnown:
+			p.year, p.yearKnown = p.opts.Year, true
+		case !p.yearKnown:
+			ref := p.opts.DefaultTime
+			if ref.IsZero() {
+				ref = time.Now().UTC()
+			}
+			p.year = ref.Year()
+			if mo > int(ref.Month()) {
+				p.year--
+			}
+			p.yearKnown = true
+			inferred = true
+		case p.lastMonth != 0 && p.lastMonth-mo > 6:
+			p.year++ // December → January (small steps back are thread interleaving)
+		}
+		if p.opts.Year == 0 {
+			inferred = true
+		}
+		year = p.year
+	} else {
+		return time.Time{}, false, "", false
+	}
+	if mo < 1 || mo > 12 || d < 1 || d > 31 {
+		return time.Time{}, false, "", false
+	}
+	p.lastMonth = mo
+	// hh:mm:ss.uuuuuu
+	rest := line[i:]
+	if len(rest) < 8 || rest[2] != ':' || rest[5] != ':' {
+		return time.Time{}, false, "", false
+	}
+	h, ok1 := atoiN(rest[0:2])
+	mi, ok2 := atoiN(rest[3:5])
+	s, ok3 := atoiN(rest[6:8])
+	if !ok1 || !ok2 || !ok3 || h > 23 || mi > 59 || s > 60 {
+		return time.Time{}, false, "", false
+	}
+	ns := 0
+	j := 8
+	if j < len(rest) && rest[j] == '.' {
+		scale := 100000000
+		for j++; j < len(rest) && rest[j] >= '0' && rest[j] <= '9'; j++ {
+			ns += int(rest[j]-'0') * scale
+			scale /= 10
+		}
+	}
+	end := strings.Index(rest[j:], "] ")
+	if end < 0 {
+		if strings.HasSuffix(rest, "]") {
+			end = len(rest) - j - 1
+		} else {
+			return time.Time{}, false, "", false
+		}
+	}
+	msg := ""
+	if j+end+2 <= len(rest) {
+		msg = rest[j+end+2:]
+	}
+	t := time.Date(year, time.Month(mo), d, h, mi, s, ns, p.opts.loc())
+	return t, inferred, msg, true
+}
+
+// glogMessage extracts the Mooncake messages of §g.
+func glogMessage(msg string) Parsed {
+	t := &TransferEvent{Ranks: NoRanks, Source: "mooncake", MetadataIndex: -1}
+	switch {
+	case strings.HasPrefix(msg, "Worker: Process failed for slice ("):
+		// (opcode: 1, …, local_nic: mlx5_7, peer_nic: 115.182.224.13:15004@mlx5_7, …): local protection error
+		t.Event = "slice_failed"
+		body, status, ok := strings.Cut(msg[len("Worker: Process failed for slice ("):], "): ")
+		if ok {
+			t.Reason = status
+		} else {
+			t.Reason = "unknown status"
+		}
+		if nic, ok := tokenAfter(body, "local_nic: ", ","); ok {
+			t.NIC = nic
+		}
+		if peer, ok := tokenAfter(body, "peer_nic: ", ",)"); ok {
+			// Peer is ip:port so it joins SGLang "Session ip:port failed.";
+			// the remote device stays in Reason's context via the raw line.
+			addr, dev, _ := strings.Cut(peer, "@")
+			t.Peer = addr
+			if t.NIC == "" {
+				t.NIC = dev
+			}
+		}
+		if t.Peer == "" {
+			return transferOut(t, "peer_nic not found")
+		}
+	case strings.HasPrefix(msg, "Too many errors found in local RNIC "):
+		t.Event = "rnic_inactive"
+		t.NIC, _ = tokenAfter(msg, "local RNIC ", ", ")
+		t.Reason = msg
+	case strings.HasPrefix(msg, "Sync batch data transfer timeout"):
+		t.Event = "sync_timeout"
+		t.Reason = msg
+	case strings.HasPrefix(msg, "Failed to complete transfers after "):
+		t.Event = "transfers_incomplete"
+		t.Reason = msg
+	case strings.HasPrefix(msg, "Context is not active"):
+		t.Event = "context_inactive"
+		t.NIC = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(msg, "Context is not active"), ":"))
+		t.Reason = msg
+	case strings.HasPrefix(msg, "Device ") && strings.HasSuffix(msg, " is not active"):
+		t.Event = "device_inactive"
+		t.NIC = strings.TrimSuffix(strings.TrimPrefix(msg, "Device "), " is not active")
+		t.Reason = msg
+	case strings.HasPrefix(msg, "Failed to retrieve segment descriptor, name "):
+		t.Event = "segment_lookup_failed"
+		t.Peer = strings.TrimPrefix(msg, "Failed to retrieve segment descriptor, name ")
+		t.Reason = msg
+	default:
+		return unknown("")
+	}
+	return transferOut(t, "")
+}

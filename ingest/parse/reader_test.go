@@ -1,0 +1,111 @@
+package parse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func readAll(tb testing.TB, in []byte, opts ReaderOptions) []Record {
+	tb.Helper()
+	r := NewReader(bytes.NewReader(in), opts)
+	var out []Record
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			tb.Fatalf("Next: %v", err)
+		}
+		out = append(out, rec)
+	}
+}
+
+// checkTiling asserts the reader invariants: records tile the input
+// exactly, Raw is a prefix of the record's bytes and equals them minus the
+// final terminator unless truncated, and line numbers add up.
+func checkTiling(tb testing.TB, in []byte, recs []Record) {
+	tb.Helper()
+	var off, line int64 = 0, 1
+	for i, r := range recs {
+		if r.Offset != off || r.LineNo != line {
+			tb.Fatalf("record %d at offset %d line %d, want %d line %d", i, r.Offset, r.LineNo, off, line)
+		}
+		if r.Length <= 0 || r.Offset+r.Length > int64(len(in)) {
+			tb.Fatalf("record %d: bad length %d", i, r.Length)
+		}
+		span := in[r.Offset : r.Offset+r.Length]
+		if !bytes.HasPrefix(span, r.Raw) {
+			tb.Fatalf("record %d: raw is not a prefix of its bytes", i)
+		}
+		if !r.Truncated {
+			want := bytes.TrimSuffix(span, []byte("\n"))
+			if len(want) < len(span) {
+				want = bytes.TrimSuffix(want, []byte("\r"))
+			}
+			if !bytes.Equal(r.Raw, want) {
+				tb.Fatalf("record %d: raw %q, want %q", i, r.Raw, want)
+			}
+		}
+		off += r.Length
+		line += int64(r.Lines)
+	}
+	if off != int64(len(in)) {
+		tb.Fatalf("records cover %d bytes of %d", off, len(in))
+	}
+}
+
+func TestReader(t *testing.T) {
+	tb := "[2026-01-01 00:00:00] Scheduler hit an exception: Traceback (most recent call last):\n" +
+		"Traceback (most recent call last):\n" +
+		"  File \"x.py\", line 1, in <module>\n" +
+		"\n" +
+		"During handling of the above exception, another exception occurred:\n" +
+		"ValueError: boom\n" +
+		"[2026-01-01 00:00:01] next\n"
+	for _, c := range []struct {
+		name  string
+		in    string
+		opts  ReaderOptions
+		raws  []string
+		trunc []bool
+	}{
+		{"lf", "a\nb\n", ReaderOptions{}, []string{"a", "b"}, nil},
+		{"crlf and no final newline", "[2026-01-01 00:00:00] a\r\n[2026-01-01 00:00:00] b", ReaderOptions{}, []string{"[2026-01-01 00:00:00] a", "[2026-01-01 00:00:00] b"}, nil},
+		{"traceback", tb, ReaderOptions{}, []string{tb[:strings.Index(tb, "ValueError: boom\n")+len("ValueError: boom")], "[2026-01-01 00:00:01] next"}, nil},
+		{"single line", "x\n  y\n", ReaderOptions{SingleLine: true}, []string{"x", "  y"}, nil},
+		{"indented continuation", "x\n  y\r\nz\n", ReaderOptions{}, []string{"x\n  y", "z"}, nil},
+		{"long line truncated", strings.Repeat("a", 100) + "\nb\n", ReaderOptions{MaxRecordBytes: 10}, []string{strings.Repeat("a", 10), "b"}, []bool{true, false}},
+		{"cap exactly with crlf", strings.Repeat("a", 10) + "\r\n", ReaderOptions{MaxRecordBytes: 10}, []string{strings.Repeat("a", 10)}, []bool{false}},
+		{"continuation over cap", "abcdef\n  ghijkl\n", ReaderOptions{MaxRecordBytes: 10}, []string{"abcdef\n  g"}, []bool{true}},
+		{"invalid utf8 kept", "\xff\xfe bad\n", ReaderOptions{}, []string{"\xff\xfe bad"}, nil},
+		{"empty lines", "\n\nx\n", ReaderOptions{}, []string{"", "", "x"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			recs := readAll(t, []byte(c.in), c.opts)
+			checkTiling(t, []byte(c.in), recs)
+			var raws []string
+			for i, r := range recs {
+				raws = append(raws, string(r.Raw))
+				if c.trunc != nil {
+					eq(t, "truncated", r.Truncated, c.trunc[i])
+				}
+			}
+			eq(t, "raws", raws, c.raws)
+		})
+	}
+}
+
+func TestReaderBigLineBoundedMemory(t *testing.T) {
+	// 8 MiB line with the default 1 MiB cap: kept bytes stay at the cap.
+	in := append(bytes.Repeat([]byte("x"), 8<<20), "\nok\n"...)
+	recs := readAll(t, in, ReaderOptions{})
+	checkTiling(t, in, recs)
+	eq(t, "records", len(recs), 2)
+	eq(t, "kept", len(recs[0].Raw), DefaultMaxRecordBytes)
+	eq(t, "truncated", recs[0].Truncated, true)
+	eq(t, "length", recs[0].Length, int64(8<<20+1))
+}

@@ -1,0 +1,217 @@
+package parse
+
+import (
+	"strings"
+)
+
+// parseRejection recognises the request rejections of §c1–§c3. All of them
+// end the request with HTTP 400 (FINISH_ABORT BAD_REQUEST, §c1/§c3).
+func parseRejection(msg string, ranks Ranks) (Parsed, bool) {
+	e := &EngineEvent{Ranks: ranks}
+	var ok1, ok2 bool
+	switch {
+	case strings.Contains(msg, "exceeds the maximum allowed length ("):
+		// §c1: Input length (N tokens) exceeds the maximum allowed length (M tokens). …, self.rid='…'
+		e.Event = "rejected"
+		e.InputLen, ok1 = uintAfter(msg, "Input length (")
+		e.LimitTokens, ok2 = uintAfter(msg, "exceeds the maximum allowed length (")
+	case strings.Contains(msg, "Request length is longer than the KV cache pool size"):
+		// §c1 with --allow-auto-truncate: len(req.origin_input_ids)=N, max_req_input_len=M.
+		e.Event = "truncated"
+		e.InputLen, ok1 = uintAfter(msg, "len(req.origin_input_ids)=")
+		e.LimitTokens, ok2 = uintAfter(msg, "max_req_input_len=")
+	case strings.Contains(msg, "is longer than the model's context length ("):
+		// §c2 tokenizer side.
+		e.Event = "context_exceeded"
+		e.InputLen, ok1 = uintAfter(msg, "The input (")
+		e.LimitTokens, ok2 = uintAfter(msg, "is longer than the model's context length (")
+	case strings.Contains(msg, " exceeds the maximum number of tokens: "):
+		// §c3: Request {rid} exceeds the maximum number of tokens: N > M
+		e.Event = "capacity_exceeded"
+		e.RID, _ = tokenAfter(msg, "Request ", " ")
+		e.InputLen, ok1 = uintAfter(msg, "exceeds the maximum number of tokens: ")
+		e.LimitTokens, ok2 = uintAfter(msg, "exceeds the maximum number of tokens: "+numRun(afterKey(msg, "exceeds the maximum number of tokens: "))+" > ")
+	case strings.Contains(msg, " requires too many SWA KV tokens for decode preallocation: "):
+		e.Event = "capacity_exceeded"
+		e.RID, _ = tokenAfter(msg, "Request ", " ")
+		k := "decode preallocation: "
+		e.InputLen, ok1 = uintAfter(msg, k)
+		e.LimitTokens, ok2 = uintAfter(msg, k+numRun(afterKey(msg, k))+" > ")
+	case strings.Contains(msg, "After expanding "):
+		// §c1 other callers: After expanding len(…)=X => N >= M.
+		e.Event = "expand_exceeded"
+		e.InputLen, ok1 = uintAfter(msg, "=> ")
+		e.LimitTokens, ok2 = uintAfter(msg, " >= ")
+	default:
+		return Parsed{}, false
+	}
+	e.StatusCode = 400
+	if rid, ok := pyValueAfter(msg, "self.rid="); ok {
+		e.RID = rid
+	}
+	out := Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e, RID: e.RID}
+	if !ok1 || !ok2 {
+		out.Status, out.Reason = StatusMalformed, e.Event+": token counts not found"
+	}
+	return out, true
+}
+
+func afterKey(s, key string) string {
+	if i := strings.Index(s, key); i >= 0 {
+		return s[i+len(key):]
+	}
+	return ""
+}
+
+// failureHeads are the per-request transfer failure lines of §c4.
+var failureHeads = [...]struct{ head, event string }{
+	{"Prefill bootstrap failed for request", "bootstrap_failed"},
+	{"Prefill transfer failed for request", "prefill_transfer_failed"},
+	{"Decode handshake failed for request", "decode_handshake_failed"},
+	{"Decode transfer failed for request", "decode_transfer_failed"},
+}
+
+// parseTransferFailure recognises the bootstrap/transfer/metadata problems
+// of §c4–§c5.
+func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
+	t := &TransferEvent{Ranks: ranks, Source: "sglang", MetadataIndex: -1}
+	bad := ""
+	for _, h := range failureHeads {
+		i := strings.Index(msg, h.head)
+		if i < 0 {
+			continue
+		}
+		// … rank=0 decode_req.req.rid='…' decode_req.req.bootstrap_room=N with exception KVTransferError(bootstrap_room=N): reason
+		t.Event = h.event
+		body := msg[i+len(h.head):]
+		if n, ok := intAfter(body, "rank="); ok && t.Ranks.TP < 0 && n >= 0 && n < 1<<15 {
+			t.Ranks.TP = int16(n)
+		}
+		head, exc, _ := strings.Cut(body, " with exception ")
+		if rid, ok := pyValueAfter(head, "rid="); ok && rid != "None" {
+			t.RID = rid
+		} else {
+			bad = "rid not found"
+		}
+		t.BootstrapRoom, _ = uintAfter(head, "bootstrap_room=")
+		if strings.HasPrefix(exc, "KVTransferError(") {
+			if room, ok := uintAfter(exc, "KVTransferError(bootstrap_room="); ok && t.BootstrapRoom == 0 {
+				t.BootstrapRoom = room
+			}
+			if _, r, ok := strings.Cut(exc, "): "); ok {
+				exc = r
+			}
+		}
+		t.Reason = strings.TrimSpace(exc)
+		t.Peer = reasonPeer(t.Reason)
+		return transferOut(t, bad), true
+	}
+	switch {
+	case strings.Contains(msg, "Context corruption detected: Request "):
+		// Request {rid} (bootstrap_room={expected}) received metadata from bootstrap_room={actual}. Metadata buffer index: {idx}.
+		t.Event = "context_corruption"
+		t.RID, _ = tokenAfter(msg, "Context corruption detected: Request ", " ")
+		var ok1, ok2 bool
+		t.BootstrapRoom, ok1 = uintAfter(msg, "(bootstrap_room=")
+		t.OtherRoom, ok2 = uintAfter(msg, "received metadata from bootstrap_room=")
+		if n, ok := intAfter(msg, "Metadata buffer index: "); ok {
+			t.MetadataIndex = n
+		}
+		if !ok1 || !ok2 {
+			bad = "rooms not found"
+		}
+		t.Reason = "Context corruption detected: " + afterKey(msg, "Context corruption detected: ")
+	case strings.Contains(msg, "Metadata unexpectedly not ready after readiness gate:"):
+		// request {rid}, bootstrap_room={room}, metadata_buffer_index={idx}
+		t.Event = "metadata_not_ready"
+		t.RID, _ = tokenAfter(msg, "readiness gate: request ", ", ")
+		t.BootstrapRoom, _ = uintAfter(msg, "bootstrap_room=")
+		if n, ok := intAfter(msg, "metadata_buffer_index="); ok {
+			t.MetadataIndex = n
+		}
+		t.Reason = "Metadata unexpectedly " + afterKey(msg, "Metadata unexpectedly ")
+	case strings.Contains(msg, "Lost connection with prefill instance (bootstrap_addr: ") ||
+		strings.Contains(msg, "Losing connection with prefill instance (bootstrap_addr: "):
+		t.Event = "lost_connection"
+		t.Peer, _ = tokenAfter(msg, "(bootstrap_addr: ", ")")
+		t.Reason = msg
+		if i := strings.Index(msg, "Los"); i >= 0 {
+			t.Reason = msg[i:]
+		}
+	case strings.Contains(msg, "Prefill server with bootstrap_addr: "):
+		t.Event = "prefill_down"
+		t.Peer, _ = tokenAfter(msg, "Prefill server with bootstrap_addr: ", " ")
+		t.BootstrapRoom, _ = uintAfter(msg, "(bootstrap_room: ")
+		t.Reason = "Prefill server with " + afterKey(msg, "Prefill server with ")
+	case strings.Contains(msg, "Some requests timed out when bootstrapping"):
+		t.Event = "bootstrap_timeout_warning"
+		t.Reason = strings.TrimSpace(afterKey(msg, "Some requests "))
+	case strings.Contains(msg, "Some requests fail to receive KV Cache transfer done signal"):
+		t.Event = "waiting_timeout_warning"
+		t.Reason = strings.TrimSpace(afterKey(msg, "Some requests "))
+	case strings.Contains(msg, "len(chunked_dst_kv_indice) = "):
+		t.Event = "kv_indices_mismatch"
+		t.Reason = "len(chunked_dst_kv_indice) = " + afterKey(msg, "len(chunked_dst_kv_indice) = ")
+	case strings.Contains(msg, "AUX_DATA length mismatch for bootstrap_room "):
+		t.Event = "aux_mismatch"
+		t.BootstrapRoom, _ = uintAfter(msg, "bootstrap_room ")
+		t.Reason = "AUX_DATA length mismatch"
+	case strings.Contains(msg, "Could not fetch prefill parallel info from "):
+		t.Event = "fetch_info_failed"
+		t.Reason = "Could not fetch prefill parallel info from " + afterKey(msg, "Could not fetch prefill parallel info from ")
+		addr := strings.TrimPrefix(afterKey(msg, "Could not fetch prefill parallel info from "), "bootstrap_addr: ")
+		t.Peer, _ = tokenAfter(addr, "", " ")
+	default:
+		// Session {ip:port} failed. / Session {id} recovered via probe (§c5)
+		i := strings.Index(msg, "Session ")
+		if i < 0 {
+			return Parsed{}, false
+		}
+		rest := msg[i+len("Session "):]
+		id, tail, ok := strings.Cut(rest, " ")
+		switch {
+		case ok && strings.HasPrefix(tail, "failed."):
+			t.Event = "session_failed"
+		case ok && strings.HasPrefix(tail, "recovered via probe"):
+			t.Event = "session_recovered"
+		default:
+			return Parsed{}, false
+		}
+		t.Peer, t.Reason = id, msg[i:]
+	}
+	return transferOut(t, bad), true
+}
+
+func transferOut(t *TransferEvent, bad string) Parsed {
+	out := Parsed{Status: StatusParsed, Kind: KindTransfer, Event: t.Event, Transfer: t,
+		RID: t.RID, BootstrapRoom: t.BootstrapRoom}
+	if bad != "" {
+		out.Status, out.Reason = StatusMalformed, t.Event+": "+bad
+	}
+	return out
+}
+
+// reasonPeer extracts the remote endpoint named in a KVTransferError
+// reason (§c5 table), if any.
+func reasonPeer(reason string) string {
+	if p, ok := tokenAfter(reason, "(bootstrap_addr: ", ")"); ok {
+		return p
+	}
+	if p, ok := tokenAfter(reason, "bootstrap_addr: ", " "); ok {
+		return p
+	}
+	if p, ok := tokenAfter(reason, "remote mooncake session ", " "); ok {
+		return p
+	}
+	if strings.HasPrefix(reason, "Failed to send ") {
+		if i := strings.LastIndex(reason, " to "); i >= 0 {
+			return reason[i+4:]
+		}
+	}
+	for _, k := range [...]string{" to prefill ", "prefill "} {
+		if p, ok := tokenAfter(reason, k, " "); ok && strings.Contains(p, ":") {
+			return p
+		}
+	}
+	return ""
+}

@@ -1,0 +1,260 @@
+package parse
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+)
+
+// parseRequestText parses --log-requests text lines (§d):
+//
+//	Receive: obj=GenerateReqInput(rid='…', …, bootstrap_host='…', bootstrap_port=8998, bootstrap_room=…, …)[, headers={…}]
+//	Receive OpenAI: obj=…
+//	Finish: obj=GenerateReqInput(…)[, headers={…}], out={'text': …, 'meta_info': {…}}
+//
+// The payload is a Python repr; level 2 truncates strings to 'head' ... 'tail'.
+func parseRequestText(msg string, ranks Ranks) Parsed {
+	e := &EngineEvent{Ranks: ranks}
+	var rest string
+	switch {
+	case strings.HasPrefix(msg, "Receive: "):
+		e.Event, rest = "received", msg[len("Receive: "):]
+	case strings.HasPrefix(msg, "Receive OpenAI: "):
+		e.Event, rest = "received_openai", msg[len("Receive OpenAI: "):]
+	default:
+		e.Event, rest = "finished", strings.TrimPrefix(msg, "Finish: ")
+	}
+	var sawObj bool
+	pyKwargs(rest, func(k, v string) bool {
+		switch k {
+		case "obj":
+			sawObj = true
+			reqObjRepr(e, v)
+		case "out":
+			out := pyFirst(v)
+			body, open, _ := pyBody(out)
+			if open != '{' {
+				return true
+			}
+			pyDict(body, func(dk, dv string) bool {
+				if pyText(dk) == "meta_info" {
+					metaInfoRepr(e, dv)
+					return false
+				}
+				return true
+			})
+		}
+		return true
+	})
+	out := Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e,
+		RID: e.RID, BootstrapRoom: e.BootstrapRoom}
+	if !sawObj {
+		out.Status, out.Reason = StatusMalformed, e.Event+": no obj="
+	}
+	return out
+}
+
+// reqObjRepr reads the request object: a dataclass repr
+// (GenerateReqInput(…)) or, for OpenAI requests, possibly a dict.
+func reqObjRepr(e *EngineEvent, v string) {
+	body, open, _ := pyBody(v)
+	set := func(k, val string) bool {
+		switch k {
+		case "rid":
+			if s, ok := pyString(pyFirst(val)); ok && e.RID == "" {
+				e.RID = s
+			}
+		case "bootstrap_host":
+			e.BootstrapHost, _ = pyString(pyFirst(val))
+		case "bootstrap_port":
+			if n, ok := pyUint(pyFirst(val)); ok && n <= 0xffffffff {
+				e.BootstrapPort = uint32(n)
+			}
+		case "bootstrap_room":
+			e.BootstrapRoom, _ = pyUint(pyFirst(val))
+		}
+		return true
+	}
+	switch open {
+	case '(':
+		pyKwargs(body, set)
+	case '{':
+		pyDict(body, func(k, val string) bool { return set(pyText(k), val) })
+	}
+}
+
+// metaInfoRepr reads out['meta_info'] (§d; finish_reason per §c7).
+func metaInfoRepr(e *EngineEvent, v string) {
+	body, open, _ := pyBody(v)
+	if open != '{' {
+		return
+	}
+	pyDict(body, func(k, val string) bool {
+		switch pyText(k) {
+		case "id":
+			if s, ok := pyString(val); ok && e.RID == "" {
+				e.RID = s
+			}
+		case "prompt_tokens":
+			e.PromptTokens, _ = pyUint(val)
+		case "completion_tokens":
+			e.CompletionTokens, _ = pyUint(val)
+		case "cached_tokens":
+			e.CachedTokens, _ = pyUint(val)
+		case "e2e_latency":
+			if f, ok := pyFloat(val); ok {
+				e.E2ELatencyMs = f * 1000
+			}
+		case "finish_reason":
+			fb, fo, _ := pyBody(val)
+			if fo != '{' {
+				return true
+			}
+			pyDict(fb, func(fk, fv string) bool {
+				switch pyText(fk) {
+				case "type":
+					e.FinishType, _ = pyString(fv)
+				case "message":
+					e.FinishMessage, _ = pyString(fv)
+				case "status_code":
+					if n, ok := pyUint(fv); ok && n < 1000 {
+						e.StatusCode = uint16(n)
+					}
+				}
+				return true
+			})
+		}
+		return true
+	})
+}
+
+// jsonRequestLog is one --log-requests-format json line (§d).
+type jsonRequestLog struct {
+	Timestamp string          `json:"timestamp"`
+	Event     string          `json:"event"`
+	RID       json.RawMessage `json:"rid"`
+	Obj       json.RawMessage `json:"obj"`
+	Out       json.RawMessage `json:"out"`
+}
+
+type jsonMetaInfo struct {
+	ID               json.RawMessage `json:"id"`
+	FinishReason     json.RawMessage `json:"finish_reason"`
+	PromptTokens     json.RawMessage `json:"prompt_tokens"`
+	CompletionTokens json.RawMessage `json:"completion_tokens"`
+	CachedTokens     json.RawMessage `json:"cached_tokens"`
+	E2ELatency       json.RawMessage `json:"e2e_latency"`
+}
+
+type jsonFinishReason struct {
+	Type       string          `json:"type"`
+	Message    json.RawMessage `json:"message"`
+	StatusCode json.RawMessage `json:"status_code"`
+}
+
+// parseRequestJSON parses `[ts] {"timestamp": …, "event": "request.received"|
+// "request.received.openai"|"request.finished", "rid": …, "obj": {…}, "out": {…}}`.
+func parseRequestJSON(msg string, ranks Ranks, opts ParseOptions) Parsed {
+	var l jsonRequestLog
+	if err := json.Unmarshal([]byte(msg), &l); err != nil {
+		return malformed(KindEngine, "", "request json: "+err.Error())
+	}
+	e := &EngineEvent{Ranks: ranks}
+	switch l.Event {
+	case "request.received":
+		e.Event = "received"
+	case "request.received.openai":
+		e.Event = "received_openai"
+	case "request.finished":
+		e.Event = "finished"
+	default:
+		return unknown("request json event " + strconv.Quote(l.Event))
+	}
+	e.RID = rawString(l.RID)
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(l.Obj, &obj) == nil {
+		if e.RID == "" {
+			e.RID = rawString(obj["rid"])
+		}
+		e.BootstrapHost = rawString(obj["bootstrap_host"])
+		if n, ok := rawUint(obj["bootstrap_port"]); ok && n <= 0xffffffff {
+			e.BootstrapPort = uint32(n)
+		}
+		e.BootstrapRoom, _ = rawUint(obj["bootstrap_room"])
+	}
+	if len(l.Out) > 0 {
+		metaInfoJSON(e, l.Out)
+	}
+	out := Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e,
+		RID: e.RID, BootstrapRoom: e.BootstrapRoom}
+	if t, ok := parseISO(l.Timestamp, opts.loc()); ok {
+		out.TS = opts.fix(t) // overwritten by the line prefix time if there is one
+	}
+	return out
+}
+
+// metaInfoJSON reads out.meta_info from a JSON out value, an object or a
+// list of them (batched requests: the first).
+func metaInfoJSON(e *EngineEvent, raw json.RawMessage) {
+	var outObj struct {
+		MetaInfo *jsonMetaInfo `json:"meta_info"`
+	}
+	if len(raw) > 0 && raw[0] == '[' {
+		var a []json.RawMessage
+		if json.Unmarshal(raw, &a) != nil || len(a) == 0 {
+			return
+		}
+		raw = a[0]
+	}
+	if json.Unmarshal(raw, &outObj) != nil || outObj.MetaInfo == nil {
+		return
+	}
+	m := outObj.MetaInfo
+	applyMetaInfo(e, m)
+}
+
+func applyMetaInfo(e *EngineEvent, m *jsonMetaInfo) {
+	if e.RID == "" {
+		e.RID = rawString(m.ID)
+	}
+	e.PromptTokens, _ = rawUint(m.PromptTokens)
+	e.CompletionTokens, _ = rawUint(m.CompletionTokens)
+	e.CachedTokens, _ = rawUint(m.CachedTokens)
+	if f, ok := rawFloat(m.E2ELatency); ok {
+		e.E2ELatencyMs = f * 1000
+	}
+	var fr jsonFinishReason
+	if len(m.FinishReason) > 0 && m.FinishReason[0] == '{' && json.Unmarshal(m.FinishReason, &fr) == nil {
+		e.FinishType = fr.Type
+		e.FinishMessage = rawString(fr.Message)
+		if n, ok := rawUint(fr.StatusCode); ok && n < 1000 {
+			e.StatusCode = uint16(n)
+		}
+	}
+}
+
+// parseUvicorn parses an access line re-emitted through the SGLang
+// formatter (§0): INFO:     10.10.11.1:41698 - "POST /v1/chat/completions HTTP/1.1" 200 OK
+func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
+	rest := strings.TrimLeft(strings.TrimPrefix(msg, "INFO:"), " ")
+	client, req, ok := strings.Cut(rest, ` - "`)
+	if !ok {
+		return Parsed{}, false
+	}
+	reqLine, tail, ok := strings.Cut(req, `" `)
+	if !ok {
+		return Parsed{}, false
+	}
+	e := &EngineEvent{Ranks: ranks, Event: "http_access", Client: client}
+	parts := strings.Fields(reqLine)
+	if len(parts) >= 2 {
+		e.Method, e.Path = parts[0], parts[1]
+	}
+	code, _, _ := strings.Cut(tail, " ")
+	n, err := strconv.ParseUint(code, 10, 16)
+	if err != nil || n > 999 {
+		return malformed(KindEngine, "http_access", "bad status code "+strconv.Quote(code)), true
+	}
+	e.StatusCode = uint16(n)
+	return Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e}, true
+}

@@ -1,0 +1,65 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Config selects a scenario and its overrides. Zero values of the override
+// fields mean "use the scenario's default".
+type Config struct {
+	Scenario   string
+	Seed       int64
+	Scale      float64 // multiplies traffic; 1 = the scenario's nominal volume
+	Days       int
+	Tenants    int
+	Prefill    int // prefill instances, including a canary if the scenario has one
+	Decode     int
+	OutDir     string
+	PageEvents bool // write page-events/<node>.jsonl (engine debug tracing)
+}
+
+// Limits on overrides: they keep one run's memory and file count bounded.
+const (
+	maxDays    = 60
+	maxTenants = 500
+	maxNodes   = 64
+	maxScale   = 1000
+)
+
+// Validate reports the first invalid field.
+func (c Config) Validate() error {
+	if !slices.Contains(Scenarios(), c.Scenario) {
+		return fmt.Errorf("unknown scenario %q (want one of %v)", c.Scenario, Scenarios())
+	}
+	if c.Scale <= 0 || c.Scale > maxScale {
+		return fmt.Errorf("scale %v out of range (0, %d]", c.Scale, maxScale)
+	}
+	if c.Days < 0 || c.Days > maxDays {
+		return fmt.Errorf("days %d out of range [0, %d]", c.Days, maxDays)
+	}
+	if c.Tenants < 0 || c.Tenants > maxTenants {
+		return fmt.Errorf("tenants %d out of range [0, %d]", c.Tenants, maxTenants)
+	}
+	if c.Prefill < 0 || c.Prefill > maxNodes || c.Decode < 0 || c.Decode > maxNodes {
+		return fmt.Errorf("prefill %d / decode %d out of range [0, %d]", c.Prefill, c.Decode, maxNodes)
+	}
+	if c.OutDir == "" {
+		return errors.New("out dir is required")
+	}
+	return nil
+}
+
+// Summary is what one run produced.
+type Summary struct {
+	Scenario        string
+	Requests        int
+	Affected        int
+	AffectedTenants int // tenants that received another tenant's data
+	ExposedTenants  int // tenants whose data another tenant may have received
+	Lookalikes      int
+	Files           int
+	Lines           int64
+	Bytes           int64
+}

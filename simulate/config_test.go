@@ -1,0 +1,94 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Scenario: "clean", Seed: 1, Scale: 1, OutDir: "/tmp/x"}
+	tests := []struct {
+		name    string
+		mut     func(*Config)
+		wantErr string
+	}{
+		{"ok", func(*Config) {}, ""},
+		{"unknown scenario", func(c *Config) { c.Scenario = "nope" }, "unknown scenario"},
+		{"zero scale", func(c *Config) { c.Scale = 0 }, "scale"},
+		{"negative days", func(c *Config) { c.Days = -1 }, "days"},
+		{"too many nodes", func(c *Config) { c.Prefill = 1000 }, "prefill"},
+		{"no out dir", func(c *Config) { c.OutDir = "" }, "out dir"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.mut(&c)
+			err := c.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestMaxReqInputLen(t *testing.T) {
+	tests := []struct{ pool, ctx, want int }{
+		{681_280, 1_048_576, 681_274},         // incident: pool-bound
+		{2 * 1_048_576, 1_048_576, 1_048_570}, // canary: context-bound
+		{284_928, 1_048_576, 284_922},         // #30233 numbers
+	}
+	for _, tc := range tests {
+		if got := maxReqInputLen(tc.pool, tc.ctx); got != tc.want {
+			t.Errorf("maxReqInputLen(%d, %d) = %d, want %d", tc.pool, tc.ctx, got, tc.want)
+		}
+	}
+}
+
+func TestPagePoolReusesLowestFreed(t *testing.T) {
+	p := newPagePool(10)
+	a := p.alloc(3) // 1 2 3
+	b := p.alloc(2) // 4 5
+	if a[0] != 1 || b[0] != 4 {
+		t.Fatalf("alloc order %v %v", a, b)
+	}
+	p.release(a)
+	c := p.alloc(4) // lowest free first: 1 2 3 6
+	want := []int32{1, 2, 3, 6}
+	for i := range want {
+		if c[i] != want[i] {
+			t.Fatalf("after free got %v, want %v", c, want)
+		}
+	}
+	if p.alloc(5) != nil {
+		t.Fatal("over-allocation succeeded")
+	}
+	if p.used() != 6 {
+		t.Fatalf("used %d, want 6", p.used())
+	}
+}
+
+func TestIDsUnique(t *testing.T) {
+	g := idGen{seed: 5}
+	rooms, ids := map[uint64]bool{}, map[string]bool{}
+	for s := uint32(1); s < 50_000; s++ {
+		r := g.room(s)
+		if r == 0 || r >= 1<<63 || rooms[r] {
+			t.Fatalf("bad or duplicate room %d for seq %d", r, s)
+		}
+		rooms[r] = true
+		id := g.requestID(s)
+		if ids[id] || len(id) != 33 {
+			t.Fatalf("bad request id %q", id)
+		}
+		ids[id] = true
+		if g.prefillRID(s) == g.decodeRID(s) {
+			t.Fatal("prefill and decode rid equal")
+		}
+	}
+}
