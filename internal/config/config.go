@@ -20,6 +20,9 @@ type Config struct {
 	Local      Local      `mapstructure:"local" yaml:"local"`
 	Serve      Serve      `mapstructure:"serve" yaml:"serve"`
 	Log        Log        `mapstructure:"log" yaml:"log"`
+	Ingest     Ingest     `mapstructure:"ingest" yaml:"ingest"`
+	Analyze    Analyze    `mapstructure:"analyze" yaml:"analyze"`
+	Auth       Auth       `mapstructure:"auth" yaml:"auth"`
 }
 
 // ClickHouse says how to reach the server. An empty Addr means "start a
@@ -91,7 +94,10 @@ func Default() Config {
 			Addr:            "127.0.0.1:8080",
 			ShutdownTimeout: 10 * time.Second,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		Log:     Log{Level: "info", Format: "text"},
+		Ingest:  defaultIngest(),
+		Analyze: defaultAnalyze(),
+		Auth:    defaultAuth(),
 	}
 }
 
@@ -146,6 +152,9 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "must be text or json, got %q", c.Log.Format)
 	}
+	errs = append(errs, c.Ingest.validate()...)
+	errs = append(errs, c.Analyze.validate()...)
+	errs = append(errs, c.Auth.validate()...)
 	return errors.Join(errs...)
 }
 
