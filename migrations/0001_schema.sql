@@ -15,7 +15,9 @@
 -- raw_lines: every ingested line, parsed or not, is kept as evidence.
 -- line_id = FNV-64a(file_digest, byte_offset) is the stable evidence reference
 -- that findings, facts and exports point to. Re-ingesting a file writes the
--- same keys, which the Replacing engine folds together.
+-- same keys, which the Replacing engine folds together. attr_keys/attr_values
+-- keep a pushed entry's stream labels ("label.x") and structured metadata
+-- ("meta.x").
 CREATE TABLE IF NOT EXISTS {{table "raw_lines"}} {{on_cluster}}
 (
     ts            DateTime,
@@ -34,6 +36,8 @@ CREATE TABLE IF NOT EXISTS {{table "raw_lines"}} {{on_cluster}}
     rid           String,
     bootstrap_room UInt64,
     line          String,
+    attr_keys     Array(String),
+    attr_values   Array(String),
     ingested_at   DateTime
 )
 ENGINE = {{engine "raw_lines" "ReplacingMergeTree"}}

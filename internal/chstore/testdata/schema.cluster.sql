@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster
     rid           String,
     bootstrap_room UInt64,
     line          String,
+    attr_keys     Array(String),
+    attr_values   Array(String),
     ingested_at   DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/raw_lines_local', '{replica}')

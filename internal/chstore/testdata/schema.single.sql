@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS kvtrail.raw_lines
     rid           String,
     bootstrap_room UInt64,
     line          String,
+    attr_keys     Array(String),
+    attr_values   Array(String),
     ingested_at   DateTime
 )
 ENGINE = ReplacingMergeTree

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/ingest/parse"
+)
+
+func newIngestCmd(a *app) *cobra.Command {
+	var (
+		manifest, format, node, role, tz, offset string
+		endpoints                                []string
+		year                                     int
+		asJSON, force                            bool
+	)
+	c := &cobra.Command{
+		Use:   "ingest [--manifest sources.yaml | --node N --role R [--format F] PATH...]",
+		Short: "Ingest log and metric files (files, directories, .gz, - for stdin) into ClickHouse",
+		Long: `ingest reads SGLang engine logs (text and JSON request logs), request-metrics
+files, Mooncake glog, gateway response logs, sgl-model-gateway logs,
+Prometheus text files and page-event logs. Every line is stored as evidence
+(raw_lines), parsed or not; what is understood goes to the typed tables.
+
+Ingest is idempotent (a source already ingested is skipped; its rows have
+stable keys) and resumable (rerun after a crash continues from the last
+committed batch). Sources come from a manifest (docs/formats.md) or from
+flags that apply to every PATH.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var sources []ingest.Source
+			switch {
+			case manifest != "" && len(args) > 0:
+				return usageError{errors.New("give either --manifest or paths, not both")}
+			case manifest != "":
+				var err error
+				if sources, err = ingest.LoadManifest(manifest); err != nil {
+					return usageError{err}
+				}
+			case len(args) == 0:
+				return usageError{errors.New("nothing to ingest: give --manifest FILE or PATH arguments (- for stdin)")}
+			default:
+				loc := time.UTC
+				if tz != "" {
+					var err error
+					if loc, err = time.LoadLocation(tz); err != nil {
+						return usageError{fmt.Errorf("--timezone: %w", err)}
+					}
+				}
+				var off time.Duration
+				if offset != "" {
+					var err error
+					if off, err = time.ParseDuration(offset); err != nil {
+						return usageError{fmt.Errorf("--clock-offset: %w", err)}
+					}
+				}
+				for _, arg := range args {
+					files, err := ingest.Expand(arg)
+					if err != nil {
+						return usageError{err}
+					}
+					for _, f := range files {
+						s := ingest.Source{Path: f, Format: ingest.NormalizeFormat(format), Node: node, Role: role,
+							Endpoints: endpoints, Location: loc, ClockOffset: off, Year: year}
+						if err := s.Validate(); err != nil {
+							return usageError{err}
+						}
+						sources = append(sources, s)
+					}
+				}
+			}
+			s, closeFn, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := a.migrate(cmd.Context(), s); err != nil {
+				return err
+			}
+			opts := ingest.Options{Force: force, Logger: a.log}
+			if !asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
+				opts.Progress = &barProgress{}
+			}
+			sum, ingestErr := ingest.New(s, opts).Ingest(cmd.Context(), sources)
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(sum); err != nil {
+					return err
+				}
+			} else {
+				printSummary(cmd.OutOrStdout(), sum)
+			}
+			return ingestErr
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&manifest, "manifest", "", "sources manifest (YAML, see docs/formats.md)")
+	f.StringVar(&format, "format", "auto", fmt.Sprintf("format of every PATH: auto or one of %v", parse.Formats))
+	f.StringVar(&node, "node", "", "node name of every PATH (must match how gateway logs name it)")
+	f.StringVar(&role, "role", "", "role of every PATH: prefill, decode, gateway, unified, mooncake, metrics")
+	f.StringSliceVar(&endpoints, "endpoint", nil, "addresses this node is known by (repeatable)")
+	f.StringVar(&tz, "timezone", "UTC", "time zone of zone-less timestamps")
+	f.StringVar(&offset, "clock-offset", "", "duration added to every timestamp to undo clock skew, e.g. -1.5s")
+	f.IntVar(&year, "year", 0, "year for glog short dates (default: inferred)")
+	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	f.BoolVar(&force, "force", false, "re-ingest sources already recorded as complete")
+	return c
+}
+
+func printSummary(w io.Writer, sum ingest.Summary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tNODE\tFORMAT\tSTATE\tRECORDS\tPARSED\tUNKNOWN\tMALFORMED")
+	for _, s := range sum.Sources {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", s.Path, s.Node, s.Format, s.State, s.Records, s.Parsed, s.Unknown, s.Malformed)
+	}
+	fmt.Fprintln(tw, "\nFORMAT\t\t\t\tRECORDS\tPARSED\tUNKNOWN\tMALFORMED")
+	formats := make([]string, 0, len(sum.ByFormat))
+	for f := range sum.ByFormat {
+		formats = append(formats, f)
+	}
+	sort.Strings(formats)
+	for _, f := range formats {
+		c := sum.ByFormat[f]
+		fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\t%d\t%d\n", f, c.Records, c.Parsed, c.Unknown, c.Malformed)
+	}
+	_ = tw.Flush()
+	rate := 0.0
+	if sum.Seconds > 0 {
+		rate = float64(sum.Total.Records) / sum.Seconds
+	}
+	fmt.Fprintf(w, "\n%d records (%d parsed, %d unknown, %d malformed) in %.1fs, %.0f records/s\n",
+		sum.Total.Records, sum.Total.Parsed, sum.Total.Unknown, sum.Total.Malformed, sum.Seconds, rate)
+	for _, s := range sum.Sources {
+		if s.Error != "" {
+			fmt.Fprintf(w, "FAILED %s: %s\n", s.Path, s.Error)
+		}
+	}
+}
+
+// barProgress shows bytes, records/s and ETA on a terminal.
+type barProgress struct {
+	bar     *progressbar.ProgressBar
+	records int64
+	start   time.Time
+}
+
+func (p *barProgress) Start(path string, size int64) {
+	p.records, p.start = 0, time.Now()
+	p.bar = progressbar.NewOptions64(size,
+		progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(path),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+}
+
+func (p *barProgress) Add(bytes, records int64) {
+	p.records += records
+	_ = p.bar.Add64(bytes)
+	if el := time.Since(p.start).Seconds(); el > 0 && p.records%10000 == 0 {
+		p.bar.Describe(fmt.Sprintf("%.0f lines/s", float64(p.records)/el))
+	}
+}
+
+func (p *barProgress) Finish() { _ = p.bar.Finish() }
+
+func init() { extraCommands = append(extraCommands, newIngestCmd) }

@@ -1,0 +1,8 @@
+package ingest
+
+import (
+	"database/sql"
+	"errors"
+)
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }

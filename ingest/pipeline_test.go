@@ -1,0 +1,398 @@
+package ingest_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("KVTRAIL_INGEST_CHILD") != "" {
+		os.Exit(childIngest())
+	}
+	testdb.Main(m)
+}
+
+var (
+	simOnce sync.Once
+	simDir  string
+	simErr  error
+)
+
+// simulated returns a small simulated incident, generated once per test binary.
+func simulated(t *testing.T) string {
+	t.Helper()
+	simOnce.Do(func() {
+		simDir, simErr = os.MkdirTemp("", "kvtrail-ingest-sim-")
+		if simErr != nil {
+			return
+		}
+		_, simErr = simulate.Run(context.Background(), simulate.Config{Scenario: "incident-2026", Seed: 7, Scale: 0.02, Days: 3, OutDir: simDir})
+	})
+	if simErr != nil {
+		t.Fatalf("simulate: %v", simErr)
+	}
+	return simDir
+}
+
+func count(t *testing.T, s *chstore.Store, q string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	if err := s.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func TestIngestSimulatedIncident(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	dir := simulated(t)
+	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := ingest.New(s, ingest.Options{}).Ingest(ctx, srcs)
+	if err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL"); got != sum.Total.Records {
+		t.Errorf("raw_lines holds %d records, summary says %d", got, sum.Total.Records)
+	}
+	// Every source was read to its end: the committed offset is its size.
+	for _, src := range sum.Sources {
+		st, err := os.Stat(src.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.State != "ingested" || src.Bytes != uint64(st.Size()) {
+			t.Errorf("%s: state %s, %d of %d bytes", src.Path, src.State, src.Bytes, st.Size())
+		}
+	}
+	// Gateway responses: one row per line of the gateway logs.
+	var gwLines uint64
+	for _, f := range []string{"gateway-0.jsonl", "gateway-1.jsonl"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gwLines += uint64(bytes.Count(b, []byte("\n")))
+	}
+	if got := count(t, s, "SELECT count() FROM gateway_responses FINAL"); got != gwLines {
+		t.Errorf("gateway_responses = %d rows, gateway logs have %d lines", got, gwLines)
+	}
+	// Every boot in the truth is in node_boots with its limits.
+	truth, err := simulate.LoadTruth(filepath.Join(dir, "truth.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range truth.Nodes {
+		q := `SELECT count() FROM node_boots FINAL WHERE node = ? AND max_total_num_tokens = ? AND context_len = ? AND max_req_input_len = ?`
+		if got := count(t, s, q, n.Node, n.MaxTotalTokens, n.ContextLen, n.MaxReqInputLen); got == 0 {
+			t.Errorf("no node_boots row for %s with pool %d, context %d", n.Node, n.MaxTotalTokens, n.ContextLen)
+		}
+	}
+	// The incident's rejection lines are typed rows, findable by rid.
+	if got := count(t, s, "SELECT count() FROM engine_events FINAL WHERE event = 'rejected' AND limit_tokens > 0"); got == 0 {
+		t.Error("no rejected engine events")
+	}
+	if got := count(t, s, "SELECT count() FROM id_index WHERE id_kind = 'room'"); got == 0 {
+		t.Error("id_index has no rooms")
+	}
+}
+
+func TestIngestIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := ingest.New(s, ingest.Options{}).Ingest(ctx, srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := []string{"raw_lines", "engine_events", "batch_stats", "transfer_events", "gateway_responses", "metric_samples", "node_boots", "id_index"}
+	before := map[string]uint64{}
+	for _, tb := range tables {
+		before[tb] = count(t, s, "SELECT count() FROM "+tb+" FINAL")
+	}
+	second, err := ingest.New(s, ingest.Options{}).Ingest(ctx, srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range second.Sources {
+		if src.State != "skipped" {
+			t.Errorf("second run: %s state %s, want skipped", src.Path, src.State)
+		}
+	}
+	if second.Total.Records != first.Total.Records {
+		t.Errorf("second run reports %d records, first %d", second.Total.Records, first.Total.Records)
+	}
+	// Forced re-ingest writes every row again: the keys fold them together.
+	if _, err := ingest.New(s, ingest.Options{Force: true}).Ingest(ctx, srcs); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		if got := count(t, s, "SELECT count() FROM "+tb+" FINAL"); got != before[tb] {
+			t.Errorf("%s: %d rows after forced re-ingest, %d before", tb, got, before[tb])
+		}
+	}
+}
+
+// Hostile and broken input is stored, counted and never crashes ingest.
+func TestBrokenInputKeptAsEvidence(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	dir := t.TempDir()
+	huge := strings.Repeat("A", 3<<20)
+	content := "[2026-07-01 00:00:00] max_total_num_tokens=681280, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=64, context_len=1048576, available_gpu_mem=10.00 GB\n" +
+		"garbage \x00\x01\x02 not a log line\n" +
+		"[2026-07-01 00:00:01 DP0 TP0] Prefill batch, #new-seq: x, #new-token: y\n" +
+		"\xff\xfe invalid utf-8 \xc3\x28\n" +
+		"Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nValueError: boom\n" +
+		"[2026-07-01 00:00:02] <script>window.__xss=1</script> " + huge + "\n" +
+		"[2026-07-01 00:00:03] Input length (700000 tokens) exceeds the maximum allowed length (681274 tokens). Use a shorter input or enable --allow-auto-truncate., self.rid='abc'\n" +
+		"no newline at end"
+	p := filepath.Join(dir, "broken.log")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := ingest.New(s, ingest.Options{}).Ingest(ctx, []ingest.Source{{Path: p, Format: "sglang", Node: "p0", Role: "prefill"}})
+	if err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+	res := sum.Sources[0]
+	if res.Bytes != uint64(len(content)) {
+		t.Errorf("read %d of %d bytes", res.Bytes, len(content))
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines"); got != res.Records || got < 6 {
+		t.Fatalf("raw_lines = %d, summary records = %d", got, res.Records)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines WHERE position(line, '\xff\xfe') > 0"); got != 1 {
+		t.Errorf("invalid UTF-8 line not stored byte for byte (%d rows)", got)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines WHERE position(parse_error, 'truncated') > 0"); got != 1 {
+		t.Errorf("the 3 MiB line is not marked truncated (%d rows)", got)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines WHERE position(line, 'Traceback') > 0 AND position(line, 'ValueError') > 0"); got != 1 {
+		t.Error("traceback not kept with its record")
+	}
+	if got := count(t, s, "SELECT count() FROM engine_events WHERE event = 'rejected' AND rid = 'abc' AND input_len = 700000 AND limit_tokens = 681274"); got != 1 {
+		t.Error("rejection after broken lines not parsed")
+	}
+	if res.Malformed == 0 {
+		t.Error("the malformed batch line was not counted as malformed")
+	}
+}
+
+func TestGzipAndStdinSources(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	src := filepath.Join(simulated(t), "prefill-0.log")
+	plain, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gz := filepath.Join(dir, "prefill-0.log.gz")
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, _ = w.Write(plain)
+	_ = w.Close()
+	if err := os.WriteFile(gz, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := ingest.New(s, ingest.Options{})
+	a, err := in.IngestSource(ctx, ingest.Source{Path: src, Format: ingest.FormatAuto, Node: "prefill-0", Role: "prefill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := in.IngestSource(ctx, ingest.Source{Path: gz, Format: ingest.FormatAuto, Node: "prefill-0-gz", Role: "prefill"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Format != "sglang" || b.Format != "sglang" || a.Records != b.Records || a.Parsed != b.Parsed {
+		t.Fatalf("plain %+v vs gzip %+v", a.Counts, b.Counts)
+	}
+	// stdin: run the real binary path through a pipe.
+	r, wp, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = wp.Write(plain); wp.Close() }()
+	old := os.Stdin
+	os.Stdin = r
+	c, err := in.IngestSource(ctx, ingest.Source{Path: "-", Format: ingest.FormatAuto, Node: "prefill-0-stdin", Role: "prefill"})
+	os.Stdin = old
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Records != a.Records || c.SourceID != a.SourceID {
+		t.Fatalf("stdin: %d records, source %s; file: %d, %s", c.Records, c.SourceID, a.Records, a.SourceID)
+	}
+}
+
+func TestManifestErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.log"), []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, yaml, want string }{
+		{"unknown key", "sources:\n  - path: a.log\n    nod: x\n", "field nod not found"},
+		{"bad role", "sources:\n  - path: a.log\n    node: n\n    role: chef\n", `role "chef"`},
+		{"no node", "sources:\n  - path: a.log\n", "node is empty"},
+		{"bad tz", "sources:\n  - path: a.log\n    node: n\n    timezone: Mars/Base\n", "timezone"},
+		{"bad offset", "sources:\n  - path: a.log\n    node: n\n    clock_offset: soon\n", "clock_offset"},
+		{"missing file", "sources:\n  - path: nope.log\n    node: n\n", "nope.log"},
+		{"bad format", "sources:\n  - path: a.log\n    node: n\n    format: xml\n", `format "xml"`},
+		{"empty", "sources: []\n", "no sources"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(dir, "m.yaml")
+			if err := os.WriteFile(p, []byte(tt.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ingest.LoadManifest(p)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("LoadManifest: %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// childIngest runs in a re-executed test binary: it ingests one file slowly
+// (small batches) so the parent can kill it mid-way.
+func childIngest() int {
+	ctx := context.Background()
+	s, err := chstore.Open(ctx, chstore.Options{
+		Addrs: []string{os.Getenv("KVTRAIL_INGEST_CHILD_ADDR")}, Database: os.Getenv("KVTRAIL_INGEST_CHILD_DB"),
+		Username: "default", DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 2,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_, err = ingest.New(s, ingest.Options{BatchRecords: 2000}).IngestSource(ctx, ingest.Source{
+		Path: os.Getenv("KVTRAIL_INGEST_CHILD"), Format: "sglang", Node: "big", Role: "decode"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// Kill -9 in the middle of an ingest, rerun: the result equals a clean run.
+func TestResumeAfterKillEqualsCleanRun(t *testing.T) {
+	ctx := context.Background()
+	dir := simulated(t)
+	// A larger file: every engine log of the simulation, concatenated.
+	big := filepath.Join(t.TempDir(), "big.log")
+	var all []byte
+	for _, n := range []string{"prefill-0.log", "prefill-1.log", "decode-0.log", "decode-1.log", "decode-2.log", "prefill-2.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if err := os.WriteFile(big, all, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	killedOpts := testdb.Options(t)
+	killed, err := chstore.Open(ctx, killedOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killed.Close()
+	migrate(t, killed)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KVTRAIL_INGEST_CHILD="+big, "KVTRAIL_INGEST_CHILD_ADDR="+killedOpts.Addrs[0], "KVTRAIL_INGEST_CHILD_DB="+killedOpts.Database)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until some batches are committed, then kill without warning.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n := count(t, killed, "SELECT max(committed_offset) FROM ingest_sources")
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("child committed nothing in 60s: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	committed := count(t, killed, "SELECT max(committed_offset) FROM ingest_sources")
+	if committed >= uint64(len(all)) {
+		t.Skipf("child finished (%d bytes) before it could be killed; machine too fast for this file", committed)
+	}
+	res, err := ingest.New(killed, ingest.Options{}).IngestSource(ctx, ingest.Source{Path: big, Format: "sglang", Node: "big", Role: "decode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ResumedFrom == 0 {
+		t.Fatal("rerun did not resume from the checkpoint")
+	}
+
+	clean := testdb.New(t)
+	cres, err := ingest.New(clean, ingest.Options{}).IngestSource(ctx, ingest.Source{Path: big, Format: "sglang", Node: "big", Role: "decode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Counts != cres.Counts || !res.FirstTS.Equal(cres.FirstTS) || !res.LastTS.Equal(cres.LastTS) {
+		t.Errorf("resumed counts %+v [%s..%s], clean %+v [%s..%s]", res.Counts, res.FirstTS, res.LastTS, cres.Counts, cres.FirstTS, cres.LastTS)
+	}
+	// Same rows in every table: count and an order-independent digest.
+	for _, q := range []string{
+		"SELECT count(), sum(cityHash64(line_id, line, parse_status, kind)) FROM raw_lines FINAL",
+		"SELECT count(), sum(cityHash64(line_id, event, rid, bootstrap_room, prompt_tokens)) FROM engine_events FINAL",
+		"SELECT count(), sum(cityHash64(line_id, kind, new_token, running_req)) FROM batch_stats FINAL",
+		"SELECT count(), sum(cityHash64(line_id, event, reason)) FROM transfer_events FINAL",
+		"SELECT count(), sum(cityHash64(boot_id, max_total_num_tokens, context_len, facts)) FROM node_boots FINAL",
+		"SELECT count(), sum(cityHash64(id, id_kind, line_id)) FROM id_index FINAL",
+	} {
+		var n1, n2, h1, h2 uint64
+		if err := killed.QueryRow(ctx, q).Scan(&n1, &h1); err != nil {
+			t.Fatal(err)
+		}
+		if err := clean.QueryRow(ctx, q).Scan(&n2, &h2); err != nil {
+			t.Fatal(err)
+		}
+		if n1 != n2 || h1 != h2 {
+			t.Errorf("%s\n killed+resumed: %d rows (%x), clean: %d rows (%x)", q, n1, h1, n2, h2)
+		}
+	}
+}
+
+func migrate(t *testing.T, s *chstore.Store) {
+	t.Helper()
+	m, err := chstore.NewMigrator(s, migrationsFS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
