@@ -432,7 +432,7 @@ func (r *sourceRun) run(ctx context.Context) error {
 			p.Add(r.counted.n-lastProgress, 1)
 			lastProgress = r.counted.n
 		}
-		parsed := r.safeParse(rec)
+		parsed := safeParse(r.parser, rec)
 		ts := parsed.TS
 		if ts.IsZero() {
 			ts = r.lastTS // continuation or time-less line: the time of the record before it
@@ -484,17 +484,6 @@ func (r *sourceRun) run(ctx context.Context) error {
 		return readErr
 	}
 	return ctx.Err()
-}
-
-// safeParse guarantees the never-crash rule even if a parser has a bug:
-// a panic becomes a malformed record, and the raw line is still kept.
-func (r *sourceRun) safeParse(rec parse.Record) (p parse.Parsed) {
-	defer func() {
-		if x := recover(); x != nil {
-			p = parse.Parsed{Status: parse.StatusMalformed, Reason: "parser panic (bug in kvtrail; line kept as evidence)"}
-		}
-	}()
-	return r.parser.Parse(rec)
 }
 
 func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts time.Time) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/kvtrail/kvtrail/internal/chstore"
@@ -41,7 +42,13 @@ func newServeCmd(a *app) *cobra.Command {
 // serve runs the HTTP server until ctx is cancelled, then shuts down
 // gracefully. ready, if set, is called with the base URL once listening.
 func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string)) error {
-	router := web.New(web.Options{Logger: a.log, DB: s, Version: version})
+	reg := prometheus.NewRegistry()
+	router := web.New(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg})
+	closeIngest, err := a.mountIngest(ctx, router, s, reg)
+	if err != nil {
+		return err
+	}
+	defer closeIngest()
 	ln, err := net.Listen("tcp", a.cfg.Serve.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Serve.Addr, err)

@@ -28,6 +28,9 @@ type Options struct {
 	Dir string
 	// StartTimeout bounds the wait for the server to answer a ping.
 	StartTimeout time.Duration
+	// TCPPort fixes the native port (0: a free one). Tests that restart a
+	// server and expect clients to reconnect use it.
+	TCPPort int
 }
 
 // Server is a running managed clickhouse-server.
@@ -58,9 +61,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if pid, alive := runningPID(dir); alive {
 		return nil, fmt.Errorf("managed ClickHouse: %s is in use by clickhouse-server pid %d (another kvtrail?); stop it or use another local.data_dir", dir, pid)
 	}
-	tcp, err := freePort()
-	if err != nil {
-		return nil, err
+	tcp := o.TCPPort
+	if tcp == 0 {
+		if tcp, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	httpPort, err := freePort()
 	if err != nil {
