@@ -58,3 +58,12 @@ SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?`
 	}
 	return nil
 }
+
+// saveNode records how a source's node is addressed, for correlation.
+func saveNode(ctx context.Context, s Store, src Source) error {
+	q := "INSERT INTO nodes (node, role, endpoints, updated_at, version) SELECT ?, ?, ?, now(), ?"
+	if err := s.Exec(ctx, q, src.Node, src.Role, src.Endpoints, uint64(time.Now().UnixNano())); err != nil {
+		return fmt.Errorf("record node %s: %w", src.Node, err)
+	}
+	return nil
+}

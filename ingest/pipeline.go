@@ -225,6 +225,11 @@ func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult,
 		parser: parser, counted: counted, cp: cp,
 		reader: parse.NewReader(stream, parse.ReaderOptions{SingleLine: singleLine(format)}),
 	}
+	if len(src.Endpoints) > 0 {
+		if err := saveNode(ctx, in.store, src); err != nil {
+			return res, err
+		}
+	}
 	if cp.Offset > 0 {
 		res.ResumedFrom = int64(cp.Offset)
 		in.opts.Logger.Info("resuming source", slog.String("path", src.Path), slog.Uint64("offset", cp.Offset))

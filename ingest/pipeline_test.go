@@ -396,3 +396,32 @@ func migrate(t *testing.T, s *chstore.Store) {
 		t.Fatal(err)
 	}
 }
+
+func TestManifestEndpointsRecorded(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var one []ingest.Source
+	for _, src := range srcs {
+		if src.Node == "prefill-0" && len(src.Endpoints) > 0 {
+			one = append(one, src)
+			break
+		}
+	}
+	if len(one) == 0 {
+		t.Fatal("manifest has no endpoints for prefill-0")
+	}
+	if _, err := ingest.New(s, ingest.Options{}).Ingest(ctx, one); err != nil {
+		t.Fatal(err)
+	}
+	var eps []string
+	if err := s.QueryRow(ctx, "SELECT argMax(endpoints, version) FROM nodes WHERE node = 'prefill-0'").Scan(&eps); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(eps, ",") != strings.Join(one[0].Endpoints, ",") {
+		t.Fatalf("nodes.endpoints = %v, manifest says %v", eps, one[0].Endpoints)
+	}
+}

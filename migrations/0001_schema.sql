@@ -102,6 +102,23 @@ ORDER BY (node, boot_ts, boot_id)
 SETTINGS index_granularity = 8192;
 {{distributed "node_boots" "cityHash64(node)"}}
 
+-- nodes: how each node is named elsewhere. Gateway logs name prefill and
+-- decode instances by endpoint (http://10.0.0.11:30000) and decode lines name
+-- the prefill by bootstrap_host; the sources manifest declares them.
+CREATE TABLE IF NOT EXISTS {{table "nodes"}} {{on_cluster}}
+(
+    node        LowCardinality(String),
+    role        LowCardinality(String),
+    endpoints   Array(String),
+    updated_at  DateTime,
+    version     UInt64
+)
+ENGINE = {{engine "nodes" "ReplacingMergeTree(version)"}}
+PARTITION BY tuple()
+ORDER BY node
+SETTINGS index_granularity = 8192;
+{{distributed "nodes" "cityHash64(node)"}}
+
 -- engine_events: per-request lines of a prefill/decode engine (Receive and
 -- Finish request logs, rejections, aborts, capacity checks, request-metrics
 -- records). dp_rank/tp_rank are -1 when the line carried no rank.

@@ -81,6 +81,21 @@ SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.node_boots ON CLUSTER kvtrail_cluster AS kvtrail.node_boots_local ENGINE = Distributed(kvtrail_cluster, kvtrail, node_boots_local, cityHash64(node));
 
+CREATE TABLE IF NOT EXISTS kvtrail.nodes_local ON CLUSTER kvtrail_cluster
+(
+    node        LowCardinality(String),
+    role        LowCardinality(String),
+    endpoints   Array(String),
+    updated_at  DateTime,
+    version     UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/nodes_local', '{replica}', version)
+PARTITION BY tuple()
+ORDER BY node
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.nodes ON CLUSTER kvtrail_cluster AS kvtrail.nodes_local ENGINE = Distributed(kvtrail_cluster, kvtrail, nodes_local, cityHash64(node));
+
 CREATE TABLE IF NOT EXISTS kvtrail.engine_events_local ON CLUSTER kvtrail_cluster
 (
     ts                DateTime,

@@ -75,6 +75,19 @@ PARTITION BY toYYYYMM(boot_ts)
 ORDER BY (node, boot_ts, boot_id)
 SETTINGS index_granularity = 8192;
 
+CREATE TABLE IF NOT EXISTS kvtrail.nodes 
+(
+    node        LowCardinality(String),
+    role        LowCardinality(String),
+    endpoints   Array(String),
+    updated_at  DateTime,
+    version     UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY node
+SETTINGS index_granularity = 8192;
+
 CREATE TABLE IF NOT EXISTS kvtrail.engine_events 
 (
     ts                DateTime,
