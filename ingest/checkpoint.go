@@ -46,6 +46,28 @@ FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 	return cp, nil
 }
 
+// saveCheckpoints writes several checkpoints in one insert.
+func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
+	x, err := s.PrepareBatch(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts,
+ lines, parsed, unknown, malformed, bytes, committed_offset, size, complete, updated_at, version)`)
+	if err != nil {
+		return fmt.Errorf("save checkpoints: %w", err)
+	}
+	now := time.Now().UTC()
+	version := uint64(now.UnixNano())
+	for _, cp := range cps {
+		if err := x.Append(cp.SourceID, cp.Path, cp.Node, cp.Role, cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS),
+			cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Offset, cp.Offset, cp.Size, boolU8(cp.Complete), now, version); err != nil {
+			_ = x.Abort()
+			return fmt.Errorf("save checkpoints: %w", err)
+		}
+	}
+	if err := x.Send(); err != nil {
+		return fmt.Errorf("save checkpoints: %w", err)
+	}
+	return nil
+}
+
 func saveCheckpoint(ctx context.Context, s Store, cp checkpoint) error {
 	q := `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
  malformed, bytes, committed_offset, size, complete, updated_at, version)
@@ -59,11 +81,50 @@ SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?`
 	return nil
 }
 
-// saveNode records how a source's node is addressed, for correlation.
-func saveNode(ctx context.Context, s Store, src Source) error {
-	q := "INSERT INTO nodes (node, role, endpoints, updated_at, version) SELECT ?, ?, ?, now(), ?"
-	if err := s.Exec(ctx, q, src.Node, src.Role, src.Endpoints, uint64(time.Now().UnixNano())); err != nil {
-		return fmt.Errorf("record node %s: %w", src.Node, err)
+// saveNodes records how the sources' nodes are addressed, for correlation:
+// one row per node with the union of its declared endpoints.
+func saveNodes(ctx context.Context, s Store, sources []Source) error {
+	type node struct {
+		role string
+		eps  []string
+		seen map[string]bool
+	}
+	nodes := map[string]*node{}
+	var order []string
+	for _, src := range sources {
+		if len(src.Endpoints) == 0 {
+			continue
+		}
+		n := nodes[src.Node]
+		if n == nil {
+			n = &node{role: src.Role, seen: map[string]bool{}}
+			nodes[src.Node] = n
+			order = append(order, src.Node)
+		}
+		for _, ep := range src.Endpoints {
+			if !n.seen[ep] {
+				n.seen[ep] = true
+				n.eps = append(n.eps, ep)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	x, err := s.PrepareBatch(ctx, "INSERT INTO nodes (node, role, endpoints, updated_at, version)")
+	if err != nil {
+		return fmt.Errorf("record nodes: %w", err)
+	}
+	now := time.Now().UTC()
+	for _, name := range order {
+		n := nodes[name]
+		if err := x.Append(name, n.role, n.eps, now, uint64(now.UnixNano())); err != nil {
+			_ = x.Abort()
+			return fmt.Errorf("record node %s: %w", name, err)
+		}
+	}
+	if err := x.Send(); err != nil {
+		return fmt.Errorf("record nodes: %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest/parse"
@@ -22,8 +23,9 @@ import (
 type Options struct {
 	// BatchRecords flushes a batch after this many records (default 50,000).
 	BatchRecords int
-	// BatchBytes flushes a batch after this much raw text (default 32 MiB);
-	// with BatchRecords it bounds memory.
+	// BatchBytes flushes a batch after this much raw text (default 16 MiB);
+	// with BatchRecords it bounds memory (the driver holds an encoded and
+	// a compressed copy of each insert).
 	BatchBytes int
 	// FlushInterval flushes a batch at least this often (default 2 s), so a
 	// slow stream still reaches ClickHouse.
@@ -32,6 +34,8 @@ type Options struct {
 	Force bool
 	// Retries of a failed batch write before giving up (default 3).
 	Retries int
+	// Workers is how many sources are parsed at once (default 2).
+	Workers int
 	// Progress, if set, is told about bytes and records as they are read.
 	Progress Progress
 	Logger   *slog.Logger
@@ -39,9 +43,10 @@ type Options struct {
 	TempDir string
 }
 
-// Progress receives read progress.
+// Progress receives read progress of a whole run. Add may be called from
+// several goroutines at once.
 type Progress interface {
-	Start(path string, size int64)
+	Start(totalBytes int64)
 	Add(bytes int64, records int64)
 	Finish()
 }
@@ -51,13 +56,16 @@ func (o *Options) defaults() {
 		o.BatchRecords = 50_000
 	}
 	if o.BatchBytes <= 0 {
-		o.BatchBytes = 32 << 20
+		o.BatchBytes = 16 << 20
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 2 * time.Second
 	}
 	if o.Retries <= 0 {
 		o.Retries = 3
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -119,29 +127,111 @@ type Summary struct {
 	Seconds  float64           `json:"seconds"`
 }
 
-// Ingest ingests every source in order. A failed source is recorded in the
-// summary and the others still run; the returned error joins the failures.
+// Ingest ingests sources with Workers sources parsed in parallel and one
+// writer that batches rows across sources. A failed source is recorded in
+// the summary and the others still run; the returned error joins the
+// failures. If ClickHouse writes fail for good, every source not yet
+// committed is reported failed and resumes on the next run.
 func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, error) {
 	start := time.Now()
-	sum := Summary{ByFormat: map[string]Counts{}}
-	var errs []error
-	for _, src := range sources {
-		res, err := in.IngestSource(ctx, src)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make([]SourceResult, len(sources))
+	for i, src := range sources {
+		results[i] = SourceResult{Path: src.Path, Node: src.Node, Role: src.Role, Format: string(src.Format)}
+	}
+	if err := saveNodes(ctx, in.store, sources); err != nil {
+		return Summary{Sources: results}, err
+	}
+	if p := in.opts.Progress; p != nil {
+		p.Start(totalSize(sources))
+		defer p.Finish()
+	}
+
+	chunks := make(chan *chunk, in.opts.Workers)
+	free := make(chan *Batch, in.opts.Workers*2+1)
+	for i := 0; i < cap(free); i++ {
+		free <- &Batch{}
+	}
+	fl := newFlusher(in.store, in.opts)
+	flushErr := make(chan error, 1)
+	go func() {
+		err := fl.run(ctx, chunks, free)
 		if err != nil {
-			res.State, res.Error = "failed", err.Error()
-			errs = append(errs, fmt.Errorf("%s: %w", src.Path, err))
+			cancel() // stop the readers: nothing more can be committed
 		}
-		sum.Sources = append(sum.Sources, res)
-		c := sum.ByFormat[res.Format]
-		c.add(res.Counts)
-		sum.ByFormat[res.Format] = c
-		sum.Total.add(res.Counts)
+		flushErr <- err
+	}()
+
+	jobs := make(chan int)
+	errs := make([]error, len(sources))
+	var wg sync.WaitGroup
+	for w := 0; w < in.opts.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				res, err := in.ingestOne(ctx, sources[i], chunks, free)
+				results[i], errs[i] = res, err
+			}
+		}()
+	}
+	for i := range sources {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
+	close(jobs)
+	wg.Wait()
+	close(chunks)
+	werr := <-flushErr
+
+	sum := Summary{ByFormat: map[string]Counts{}}
+	var all []error
+	for i := range results {
+		res := &results[i]
+		switch {
+		case errs[i] != nil:
+			res.State, res.Error = "failed", errs[i].Error()
+		case res.State == "pending" && fl.committed[res.SourceID]:
+			res.State = "ingested"
+		case res.State == "pending" || res.State == "":
+			res.State = "failed"
+			res.Error = "not committed"
+			if werr != nil {
+				res.Error = "not committed: " + werr.Error()
+			} else if ctx.Err() != nil {
+				res.Error = "not committed: " + ctx.Err().Error()
+			}
+		}
+		if res.State == "failed" {
+			all = append(all, fmt.Errorf("%s: %s", res.Path, res.Error))
+		}
+		c := sum.ByFormat[res.Format]
+		c.add(res.Counts)
+		sum.ByFormat[res.Format] = c
+		sum.Total.add(res.Counts)
+	}
+	sum.Sources = results
 	sum.Seconds = time.Since(start).Seconds()
-	return sum, errors.Join(errs...)
+	if werr != nil {
+		all = append(all, werr)
+	}
+	return sum, errors.Join(all...)
+}
+
+func totalSize(sources []Source) int64 {
+	var n int64
+	for _, s := range sources {
+		if st, err := os.Stat(s.Path); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
 }
 
 // singleLine formats are one record per physical line: a leading space
@@ -156,6 +246,14 @@ func singleLine(f parse.Format) bool {
 
 // IngestSource ingests one source, resuming from its checkpoint.
 func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult, error) {
+	sum, err := in.Ingest(ctx, []Source{src})
+	return sum.Sources[0], err
+}
+
+// ingestOne reads one source and hands its rows to the flusher in chunks.
+// The result's State is "pending" until the flusher commits its final
+// checkpoint, or "skipped".
+func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *chunk, free chan *Batch) (SourceResult, error) {
 	res := SourceResult{Path: src.Path, Node: src.Node, Role: src.Role, Format: string(src.Format)}
 	if err := src.Validate(); err != nil {
 		return res, err
@@ -177,6 +275,9 @@ func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult,
 	if cp.Complete && !in.opts.Force {
 		res.State, res.Format = "skipped", cp.Format
 		res.Counts, res.FirstTS, res.LastTS = cp.Counts, cp.FirstTS, cp.LastTS
+		if p := in.opts.Progress; p != nil {
+			p.Add(size, int64(cp.Records))
+		}
 		in.opts.Logger.Info("source already ingested", slog.String("path", src.Path), slog.String("source_id", digest[:12]))
 		return res, nil
 	}
@@ -215,26 +316,17 @@ func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult,
 		defer gz.Close()
 		stream = gz
 	}
-	if in.opts.Progress != nil {
-		in.opts.Progress.Start(src.Path, size)
-		defer in.opts.Progress.Finish()
-	}
 
 	run := &sourceRun{
 		in: in, src: src, sourceID: digest, size: uint64(size), path: src.Path, format: format,
 		parser: parser, counted: counted, cp: cp,
 		reader: parse.NewReader(stream, parse.ReaderOptions{SingleLine: singleLine(format)}),
 	}
-	if len(src.Endpoints) > 0 {
-		if err := saveNode(ctx, in.store, src); err != nil {
-			return res, err
-		}
-	}
 	if cp.Offset > 0 {
 		res.ResumedFrom = int64(cp.Offset)
 		in.opts.Logger.Info("resuming source", slog.String("path", src.Path), slog.Uint64("offset", cp.Offset))
 	}
-	err = run.run(ctx)
+	err = run.run(ctx, chunks, free)
 	// Seconds, as ingest_sources stores them: a resumed run reports the
 	// same span as an uninterrupted one.
 	res.Counts, res.FirstTS, res.LastTS = run.cp.Counts, run.cp.FirstTS.Truncate(time.Second), run.cp.LastTS.Truncate(time.Second)
@@ -242,7 +334,7 @@ func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult,
 	if err != nil {
 		return res, err
 	}
-	res.State = "ingested"
+	res.State = "pending"
 	return res, nil
 }
 
@@ -366,43 +458,21 @@ type sourceRun struct {
 const maxReasons = 20
 
 // run reads records, replays the already-committed prefix to rebuild parser
-// and boot state without writing it, and streams the rest to ClickHouse
-// through a writer goroutine (parsing and inserting overlap).
-func (r *sourceRun) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type job struct {
-		b  *Batch
-		cp checkpoint
-	}
-	jobs := make(chan job, 1)
-	free := make(chan *Batch, 2)
-	free <- &Batch{}
-	free <- &Batch{}
-	werr := make(chan error, 1)
-	go func() {
-		var err error
-		for j := range jobs {
-			if err == nil {
-				err = r.flush(ctx, j.b, j.cp)
-				if err != nil {
-					cancel()
-				}
-			}
-			j.b.reset()
-			free <- j.b
-		}
-		werr <- err
-	}()
-
+// and boot state without writing it, and hands the rest to the flusher in
+// chunks, each with the checkpoint that holds once its rows are written.
+func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Batch) error {
 	resumeAt := int64(r.cp.Offset)
 	counts := r.cp.Counts
 	firstTS, lastTS := r.cp.FirstTS, r.cp.LastTS
 	r.reasons = map[string]uint64{}
-	b := <-free
-	lastFlush := time.Now()
-	var lastProgress int64
-	send := func(final bool) bool {
+	var b *Batch
+	select {
+	case b = <-free:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var lastProgress, progressRecords int64
+	send := func(final bool) error {
 		cp := checkpoint{
 			SourceID: r.sourceID, Path: r.path, Node: r.src.Node, Role: r.src.Role, Format: string(r.format),
 			Counts: counts, Offset: uint64(r.reader.Offset()), Size: r.size, Complete: final,
@@ -410,32 +480,33 @@ func (r *sourceRun) run(ctx context.Context) error {
 		}
 		cp.Counts.Bytes = cp.Offset
 		r.cp = cp
+		if p := r.in.opts.Progress; p != nil {
+			p.Add(r.counted.n-lastProgress, progressRecords)
+			lastProgress, progressRecords = r.counted.n, 0
+		}
 		select {
-		case jobs <- job{b: b, cp: cp}:
+		case chunks <- &chunk{b: b, cp: cp}:
 		case <-ctx.Done():
-			return false
+			return ctx.Err()
+		}
+		if final {
+			return nil
 		}
 		select {
 		case b = <-free:
 		case <-ctx.Done():
-			return false
+			return ctx.Err()
 		}
-		lastFlush = time.Now()
-		return true
+		return nil
 	}
-	var readErr error
 	for {
 		rec, err := r.reader.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			readErr = fmt.Errorf("read at offset %d: %w", r.reader.Offset(), err)
-			break
-		}
-		if p := r.in.opts.Progress; p != nil {
-			p.Add(r.counted.n-lastProgress, 1)
-			lastProgress = r.counted.n
+			free <- b
+			return fmt.Errorf("read at offset %d: %w", r.reader.Offset(), err)
 		}
 		parsed := safeParse(r.parser, rec)
 		ts := parsed.TS
@@ -449,6 +520,7 @@ func (r *sourceRun) run(ctx context.Context) error {
 			continue // committed before a crash: replayed for state only
 		}
 		counts.Records++
+		progressRecords++
 		switch parsed.Status {
 		case parse.StatusParsed:
 			counts.Parsed++
@@ -472,24 +544,21 @@ func (r *sourceRun) run(ctx context.Context) error {
 		if bootChanged {
 			r.addBoot(b, bf)
 		}
-		if b.Len() >= r.in.opts.BatchRecords || b.bytes >= r.in.opts.BatchBytes || time.Since(lastFlush) >= r.in.opts.FlushInterval {
-			if !send(false) {
-				break
+		if b.Len() >= chunkRecords || b.bytes >= chunkBytes {
+			if err := send(false); err != nil {
+				return err
 			}
 		}
 	}
-	if readErr == nil && ctx.Err() == nil {
-		send(true)
-	}
-	close(jobs)
-	if err := <-werr; err != nil {
-		return err
-	}
-	if readErr != nil {
-		return readErr
-	}
-	return ctx.Err()
+	return send(true)
 }
+
+// Chunk bounds: small enough that several sources interleave in one flush
+// and memory stays bounded, large enough that channel traffic is cheap.
+const (
+	chunkRecords = 4096
+	chunkBytes   = 4 << 20
+)
 
 func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts time.Time) {
 	node, role := r.src.Node, r.src.Role
@@ -552,30 +621,4 @@ func (r *sourceRun) addBoot(b *Batch, f parse.BootFacts) {
 		}
 	}
 	b.boots = append(b.boots, row)
-}
-
-// flush writes a batch and then its checkpoint, retrying transient failures.
-// The checkpoint goes last: after a crash between the two, the rerun writes
-// the same rows again under the same keys, which the tables fold together.
-func (r *sourceRun) flush(ctx context.Context, b *Batch, cp checkpoint) error {
-	var err error
-	for attempt := 0; attempt <= r.in.opts.Retries; attempt++ {
-		if attempt > 0 {
-			wait := time.Duration(1<<(attempt-1)) * time.Second
-			r.in.opts.Logger.Warn("retrying batch write", slog.String("path", r.path), slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.String("error", err.Error()))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		if err = write(ctx, r.in.store, b); err != nil {
-			continue
-		}
-		if err = saveCheckpoint(ctx, r.in.store, cp); err != nil {
-			continue
-		}
-		return nil
-	}
-	return fmt.Errorf("write batch ending at offset %d: %w", cp.Offset, err)
 }

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS {{table "raw_lines"}} {{on_cluster}}
     ingested_at   DateTime
 )
 ENGINE = {{engine "raw_lines" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 {{distributed "raw_lines" "cityHash64(node)"}}
@@ -148,7 +148,7 @@ CREATE TABLE IF NOT EXISTS {{table "engine_events"}} {{on_cluster}}
     ingested_at       DateTime
 )
 ENGINE = {{engine "engine_events" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 {{distributed "engine_events" "cityHash64(node)"}}
@@ -184,7 +184,7 @@ CREATE TABLE IF NOT EXISTS {{table "batch_stats"}} {{on_cluster}}
     ingested_at    DateTime
 )
 ENGINE = {{engine "batch_stats" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 {{distributed "batch_stats" "cityHash64(node)"}}
@@ -213,7 +213,7 @@ CREATE TABLE IF NOT EXISTS {{table "transfer_events"}} {{on_cluster}}
     ingested_at    DateTime
 )
 ENGINE = {{engine "transfer_events" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 {{distributed "transfer_events" "cityHash64(node)"}}
@@ -243,7 +243,7 @@ CREATE TABLE IF NOT EXISTS {{table "gateway_responses"}} {{on_cluster}}
     ingested_at       DateTime
 )
 ENGINE = {{engine "gateway_responses" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (tenant, ts, request_id)
 SETTINGS index_granularity = 8192;
 {{distributed "gateway_responses" "cityHash64(tenant)"}}
@@ -264,7 +264,7 @@ CREATE TABLE IF NOT EXISTS {{table "metric_samples"}} {{on_cluster}}
     ingested_at  DateTime
 )
 ENGINE = {{engine "metric_samples" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (name, node, series_id, ts_ms)
 SETTINGS index_granularity = 8192;
 {{distributed "metric_samples" "cityHash64(node)"}}
@@ -285,7 +285,7 @@ CREATE TABLE IF NOT EXISTS {{table "page_events"}} {{on_cluster}}
     ingested_at    DateTime
 )
 ENGINE = {{engine "page_events" "ReplacingMergeTree"}}
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, dp_rank, ts, line_id)
 SETTINGS index_granularity = 8192;
 {{distributed "page_events" "cityHash64(node)"}}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -148,18 +149,20 @@ func printSummary(w io.Writer, sum ingest.Summary) {
 	}
 }
 
-// barProgress shows bytes, records/s and ETA on a terminal.
+// barProgress shows bytes, records/s and ETA on a terminal. Workers call
+// Add concurrently.
 type barProgress struct {
+	mu      sync.Mutex
 	bar     *progressbar.ProgressBar
 	records int64
 	start   time.Time
 }
 
-func (p *barProgress) Start(path string, size int64) {
+func (p *barProgress) Start(size int64) {
 	p.records, p.start = 0, time.Now()
 	p.bar = progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetDescription(path),
+		progressbar.OptionSetDescription("ingest"),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(200*time.Millisecond),
@@ -168,9 +171,11 @@ func (p *barProgress) Start(path string, size int64) {
 }
 
 func (p *barProgress) Add(bytes, records int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.records += records
 	_ = p.bar.Add64(bytes)
-	if el := time.Since(p.start).Seconds(); el > 0 && p.records%10000 == 0 {
+	if el := time.Since(p.start).Seconds(); el > 0 {
 		p.bar.Describe(fmt.Sprintf("%.0f lines/s", float64(p.records)/el))
 	}
 }

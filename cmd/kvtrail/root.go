@@ -21,6 +21,9 @@ type app struct {
 	v   *viper.Viper
 	cfg config.Config
 	log *slog.Logger
+	// chAddrs are the ClickHouse endpoints in use (the managed server's
+	// once started), for tools such as clickhouse-client.
+	chAddrs []string
 }
 
 const flagKey = "kvtrail_config_key"

@@ -45,6 +45,7 @@ func (a *app) openStore(ctx context.Context) (*chstore.Store, func(), error) {
 		}
 		return nil, nil, err
 	}
+	a.chAddrs = addrs
 	a.log.Debug("connected to ClickHouse", slog.String("version", s.ServerVersion().String()), slog.String("database", s.Database()))
 	closeFn := func() {
 		_ = s.Close()

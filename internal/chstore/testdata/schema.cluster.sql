@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster
     ingested_at   DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/raw_lines_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -122,7 +122,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.engine_events_local ON CLUSTER kvtrail_cluste
     ingested_at       DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/engine_events_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -156,7 +156,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.batch_stats_local ON CLUSTER kvtrail_cluster
     ingested_at    DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/batch_stats_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -183,7 +183,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.transfer_events_local ON CLUSTER kvtrail_clus
     ingested_at    DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/transfer_events_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -212,7 +212,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.gateway_responses_local ON CLUSTER kvtrail_cl
     ingested_at       DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/gateway_responses_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (tenant, ts, request_id)
 SETTINGS index_granularity = 8192;
 
@@ -232,7 +232,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.metric_samples_local ON CLUSTER kvtrail_clust
     ingested_at  DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/metric_samples_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (name, node, series_id, ts_ms)
 SETTINGS index_granularity = 8192;
 
@@ -252,7 +252,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.page_events_local ON CLUSTER kvtrail_cluster
     ingested_at    DateTime
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/page_events_local', '{replica}')
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, dp_rank, ts, line_id)
 SETTINGS index_granularity = 8192;
 

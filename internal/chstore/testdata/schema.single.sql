@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.raw_lines
     ingested_at   DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -114,7 +114,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.engine_events
     ingested_at       DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -146,7 +146,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.batch_stats
     ingested_at    DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -171,7 +171,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.transfer_events
     ingested_at    DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
@@ -198,7 +198,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.gateway_responses
     ingested_at       DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (tenant, ts, request_id)
 SETTINGS index_granularity = 8192;
 
@@ -216,7 +216,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.metric_samples
     ingested_at  DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (name, node, series_id, ts_ms)
 SETTINGS index_granularity = 8192;
 
@@ -234,7 +234,7 @@ CREATE TABLE IF NOT EXISTS kvtrail.page_events
     ingested_at    DateTime
 )
 ENGINE = ReplacingMergeTree
-PARTITION BY toYYYYMMDD(ts)
+PARTITION BY toMonday(ts)
 ORDER BY (node, dp_rank, ts, line_id)
 SETTINGS index_granularity = 8192;
 

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/bench"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+// benchCommands lets other files add `kvtrail bench X` subcommands.
+var benchCommands []func(*app) *cobra.Command
+
+func newBenchCmd(a *app) *cobra.Command {
+	c := &cobra.Command{Use: "bench", Short: "Measure kvtrail against baselines in the same run"}
+	c.AddCommand(newBenchIngestCmd(a))
+	for _, f := range benchCommands {
+		c.AddCommand(f(a))
+	}
+	return c
+}
+
+func newBenchIngestCmd(a *app) *cobra.Command {
+	var scenario, dir string
+	var scale float64
+	var keep bool
+	c := &cobra.Command{
+		Use:   "ingest",
+		Short: "Ingest a simulated incident end to end and compare with clickhouse-client loading the same lines",
+		Long: `bench ingest writes a simulator dataset (or uses --dir), ingests it into a
+fresh database with the full pipeline (raw_lines plus every typed table), then
+loads the same physical lines with clickhouse-client into a plain table, and
+prints lines/s for both and their ratio.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if dir == "" {
+				tmp, err := os.MkdirTemp("", "kvtrail-bench-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				if _, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: tmp}); err != nil {
+					return fmt.Errorf("simulate: %w", err)
+				}
+				dir = tmp
+			}
+			sources, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
+			if err != nil {
+				return err
+			}
+			a.cfg.ClickHouse.Database = fmt.Sprintf("kvtrail_bench_%d", os.Getpid())
+			s, closeFn, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if !keep {
+				defer func() { _ = s.Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database()) }()
+			}
+			if err := a.migrate(ctx, s); err != nil {
+				return err
+			}
+			res, err := bench.Ingest(ctx, s, a.chAddrs[0], sources, ingest.Options{Logger: a.log})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "dataset: %d sources, %d records, %.1f MB\n", res.Sources, res.Records, float64(res.Bytes)/1e6)
+			fmt.Fprintf(w, "kvtrail ingest (raw_lines + typed tables): %8.2fs  %10.0f lines/s  %6.1f MB/s\n",
+				res.Kvtrail.Seconds(), res.LinesPerSec(), float64(res.Bytes)/1e6/res.Kvtrail.Seconds())
+			fmt.Fprintf(w, "baseline clickhouse-client raw load:       %8.2fs  %10.0f lines/s  (%d rows)\n",
+				res.Baseline.Seconds(), res.BaselineLinesPerSec(), res.BaselineRows)
+			fmt.Fprintf(w, "ratio kvtrail/baseline: %.2f   peak RSS: %.0f MB\n", res.Ratio(), float64(res.PeakRSSBytes)/1e6)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario to generate")
+	c.Flags().Float64Var(&scale, "scale", 0.2, "simulator scale")
+	c.Flags().StringVar(&dir, "dir", "", "use this existing dataset (a directory with sources.yaml) instead of simulating")
+	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
+	return c
+}
+
+func init() { extraCommands = append(extraCommands, newBenchCmd) }

@@ -1,0 +1,167 @@
+// Package bench measures kvtrail against baselines in the same run, so the
+// ratio it prints means something on any machine: `kvtrail bench ingest`
+// compares the full ingest pipeline with clickhouse-client loading the same
+// raw lines into a plain table.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvtrail/kvtrail/ingest"
+)
+
+// Store is what the ingest benchmark needs from ClickHouse.
+type Store interface {
+	ingest.Store
+	Database() string
+}
+
+// IngestResult is one run of the ingest benchmark.
+type IngestResult struct {
+	Sources  int
+	Records  uint64
+	Bytes    uint64
+	Kvtrail  time.Duration
+	Baseline time.Duration
+	// BaselineRows is what clickhouse-client loaded (must equal Records).
+	BaselineRows uint64
+	// PeakRSSBytes is this process's peak resident set size (VmHWM).
+	PeakRSSBytes uint64
+}
+
+// LinesPerSec of kvtrail's ingest.
+func (r IngestResult) LinesPerSec() float64 { return float64(r.Records) / r.Kvtrail.Seconds() }
+
+// BaselineLinesPerSec of the clickhouse-client load.
+func (r IngestResult) BaselineLinesPerSec() float64 {
+	return float64(r.BaselineRows) / r.Baseline.Seconds()
+}
+
+// Ratio is kvtrail's throughput over the baseline's.
+func (r IngestResult) Ratio() float64 { return r.LinesPerSec() / r.BaselineLinesPerSec() }
+
+// Ingest ingests sources with kvtrail, then loads the same records' raw
+// text with clickhouse-client (addr is its native endpoint) into a plain
+// MergeTree table, and times both. The baseline is the floor of what any
+// loader must do (ship the lines and store them) without parsing or typed
+// tables; its input is prepared beforehand and not timed.
+func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, opts ingest.Options) (IngestResult, error) {
+	var res IngestResult
+	start := time.Now()
+	opts.Force = true
+	sum, err := ingest.New(s, opts).Ingest(ctx, sources)
+	res.Kvtrail = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("kvtrail ingest: %w", err)
+	}
+	res.Sources, res.Records, res.Bytes = len(sum.Sources), sum.Total.Records, sum.Total.Bytes
+	res.PeakRSSBytes = peakRSS()
+
+	tsv, err := os.CreateTemp("", "kvtrail-bench-*.tsv")
+	if err != nil {
+		return res, err
+	}
+	defer os.Remove(tsv.Name())
+	if err := writeBaselineInput(tsv, sources); err != nil {
+		tsv.Close()
+		return res, err
+	}
+	if _, err := tsv.Seek(0, io.SeekStart); err != nil {
+		return res, err
+	}
+	defer tsv.Close()
+
+	if err := s.Exec(ctx, "DROP TABLE IF EXISTS bench_baseline"); err != nil {
+		return res, err
+	}
+	if err := s.Exec(ctx, "CREATE TABLE bench_baseline (line String) ENGINE = MergeTree ORDER BY tuple()"); err != nil {
+		return res, fmt.Errorf("create baseline table: %w", err)
+	}
+	host, port, ok := strings.Cut(addr, ":")
+	if !ok {
+		return res, fmt.Errorf("clickhouse address %q is not host:port", addr)
+	}
+	cmd := exec.CommandContext(ctx, "clickhouse-client", "--host", host, "--port", port,
+		"--query", "INSERT INTO "+s.Database()+".bench_baseline (line) FORMAT TabSeparated")
+	cmd.Stdin = tsv
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start = time.Now()
+	if err := cmd.Run(); err != nil {
+		return res, fmt.Errorf("clickhouse-client baseline load: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	res.Baseline = time.Since(start)
+	if err := s.QueryRow(ctx, "SELECT count() FROM bench_baseline").Scan(&res.BaselineRows); err != nil {
+		return res, err
+	}
+	_ = s.Exec(ctx, "DROP TABLE IF EXISTS bench_baseline")
+	return res, nil
+}
+
+// writeBaselineInput writes every physical line of the sources as a
+// TabSeparated row (escaped, so tabs and backslashes in logs survive).
+func writeBaselineInput(w io.Writer, sources []ingest.Source) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	for _, src := range sources {
+		f, err := os.Open(src.Path)
+		if err != nil {
+			return err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			writeEscaped(bw, sc.Bytes())
+			bw.WriteByte('\n')
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", filepath.Base(src.Path), err)
+		}
+	}
+	return bw.Flush()
+}
+
+func writeEscaped(w *bufio.Writer, b []byte) {
+	for _, c := range b {
+		switch c {
+		case '\\':
+			w.WriteString(`\\`)
+		case '\t':
+			w.WriteString(`\t`)
+		case '\n':
+			w.WriteString(`\n`)
+		case '\r':
+			w.WriteString(`\r`)
+		case 0:
+			w.WriteString(`\0`)
+		default:
+			w.WriteByte(c)
+		}
+	}
+}
+
+// peakRSS reads VmHWM from /proc/self/status (0 where unavailable).
+func peakRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
