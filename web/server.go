@@ -5,6 +5,7 @@ package web
 
 import (
 	"context"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvtrail/kvtrail/internal/config"
 )
 
 // Pinger is what readiness needs from the database.
@@ -29,10 +32,53 @@ type Options struct {
 	// register globals (loki-client-go does) cannot collide with it.
 	Registry *prometheus.Registry
 	Version  string
+
+	// Conn is the ClickHouse store behind the UI and API. Without it only
+	// the operational endpoints are served.
+	Conn Conn
+	// Auth holds the users, tokens and session settings (config.Auth).
+	Auth config.Auth
+	// ExportDir receives export files (default ./var/exports).
+	ExportDir string
+	// Affected overrides where notification lists are read from (default:
+	// the affected table through Conn).
+	Affected AffectedReader
+	// Analyzer runs the analyzers for a case; nil hides the button.
+	Analyzer CaseAnalyzer
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
 }
 
-// New builds the router.
+// server holds the UI and API handlers' dependencies.
+type server struct {
+	log      *slog.Logger
+	auth     *authenticator
+	tmpl     map[string]*template.Template
+	clock    *auditClock
+	now      func() time.Time
+	audits   auditStore
+	searches searchStore
+	requests requestStore
+	findings findingStore
+	overview overviewStore
+	cases    caseStore
+	affected AffectedReader
+	analyzer CaseAnalyzer
+	exports  *exporter
+}
+
+// New builds the router. It panics on a broken embedded template (a build
+// defect); use NewServer to get the error instead.
 func New(o Options) *gin.Engine {
+	r, err := NewServer(o)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// NewServer builds the router.
+func NewServer(o Options) (*gin.Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -44,12 +90,25 @@ func New(o Options) *gin.Engine {
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(recovery(o.Logger), requestLog(o.Logger), m.middleware())
+	r.Use(recovery(o.Logger), requestLog(o.Logger), m.middleware(), securityHeaders())
+	// Ids in paths are escaped by the templates; match them undecoded so an
+	// id holding "/" still reaches its route.
+	r.UseRawPath, r.UnescapePathValues = true, true
+	// Client addresses come from the connection, not X-Forwarded-For.
+	if err := r.SetTrustedProxies(nil); err != nil {
+		return nil, err
+	}
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "version": o.Version}) })
 	r.GET("/readyz", readyz(o.DB))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry})))
-	return r
+	if o.Conn == nil {
+		return r, nil
+	}
+	if err := mountUI(r, o); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func readyz(db Pinger) gin.HandlerFunc {

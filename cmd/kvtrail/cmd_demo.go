@@ -4,6 +4,9 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kvtrail/kvtrail/internal/config"
+	"github.com/kvtrail/kvtrail/web"
 )
 
 func newDemoCmd(a *app) *cobra.Command {
@@ -24,9 +27,18 @@ applies the schema and serves kvtrail until Ctrl-C.`,
 			if err := a.migrate(ctx, s); err != nil {
 				return err
 			}
+			login := ""
+			if len(a.cfg.Auth.Users) == 0 {
+				u, err := web.DemoUser()
+				if err != nil {
+					return err
+				}
+				a.cfg.Auth.Users = []config.User{u}
+				login = fmt.Sprintf("Demo login: %s / %s (role %s)\n", u.Name, web.DemoPassword, u.Role)
+			}
 			return a.serve(ctx, s, func(url string) {
-				fmt.Fprintf(cmd.OutOrStdout(), "\nkvtrail is up: %s  (health: %s/readyz)\nPress Ctrl-C to stop; ClickHouse data stays in %s.\n\n",
-					url, url, a.cfg.Local.DataDir)
+				fmt.Fprintf(cmd.OutOrStdout(), "\nkvtrail is up: %s  (health: %s/readyz)\n%sPress Ctrl-C to stop; ClickHouse data stays in %s.\n\n",
+					url, url, login, a.cfg.Local.DataDir)
 			})
 		},
 	}

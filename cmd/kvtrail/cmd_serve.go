@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +44,11 @@ func newServeCmd(a *app) *cobra.Command {
 // gracefully. ready, if set, is called with the base URL once listening.
 func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string)) error {
 	reg := prometheus.NewRegistry()
-	router := web.New(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg})
+	router, err := web.NewServer(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg,
+		Conn: s, Auth: a.cfg.Auth, ExportDir: filepath.Join(filepath.Dir(a.cfg.Local.DataDir), "exports")})
+	if err != nil {
+		return err
+	}
 	closeIngest, err := a.mountIngest(ctx, router, s, reg)
 	if err != nil {
 		return err

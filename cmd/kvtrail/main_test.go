@@ -140,6 +140,7 @@ func TestMigrateCommand(t *testing.T) {
 func startServe(t *testing.T, dataDir string, args ...string) (*exec.Cmd, int, func() string) {
 	t.Helper()
 	cmd := exec.Command(binary, append(args, "--addr", "127.0.0.1:0", "--data-dir", dataDir)...)
+	cmd.Dir = filepath.Dir(dataDir) // relative defaults (the spool) land in the test's temp dir
 	cmd.Env = cleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -1,0 +1,508 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-pdf/fpdf"
+)
+
+// exportStore records export jobs.
+type exportStore interface {
+	SaveExport(ctx context.Context, e Export) error
+	GetExport(ctx context.Context, id string) (Export, error)
+	ListExports(ctx context.Context, caseID string) ([]Export, error)
+}
+
+// versionLister names the analyzer versions behind a list's findings.
+type versionLister interface {
+	AnalyzerVersions(ctx context.Context, findingIDs []string) (map[string][]string, error)
+}
+
+// Export limits.
+const (
+	exportChunk      = 500           // rows per keyset page while streaming
+	exportTimeout    = 6 * time.Hour // one job's longest run
+	maxRunningExport = 2             // concurrent jobs per instance
+	maxPDFKeys       = 200           // request keys listed per tenant in a PDF
+)
+
+// Export file names.
+const (
+	fileCSV      = "notification.csv"
+	fileJSON     = "notification.json"
+	fileManifest = "manifest.json"
+)
+
+// exporter runs export jobs in the background.
+type exporter struct {
+	dir      string
+	store    exportStore
+	affected AffectedReader
+	versions versionLister
+	log      *slog.Logger
+	version  string
+	now      func() time.Time
+	sem      chan struct{}
+
+	mu       sync.Mutex
+	progress map[string]*[2]uint64 // export id -> done, total
+	wg       sync.WaitGroup
+}
+
+func (x *exporter) setProgress(id string, done, total uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p := x.progress[id]; p != nil {
+		p[0], p[1] = done, total
+	}
+}
+
+func (x *exporter) withProgress(e Export) Export {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if p := x.progress[e.ID]; p != nil {
+		e.Done, e.Total = p[0], p[1]
+	} else if e.Status == "done" {
+		e.Done, e.Total = e.Rows, e.Rows
+	}
+	return e
+}
+
+// start records the job and runs it in the background.
+func (x *exporter) start(ctx context.Context, cs Case, p *Principal) (Export, error) {
+	now := x.now().UTC()
+	e := Export{ID: newID("exp-"), CaseID: cs.ID, RequestedBy: p.Name, CreatedAt: now, Status: "running", Version: uint64(now.UnixNano())}
+	if err := x.store.SaveExport(ctx, e); err != nil {
+		return e, err
+	}
+	x.mu.Lock()
+	x.progress[e.ID] = &[2]uint64{}
+	x.mu.Unlock()
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		x.sem <- struct{}{}
+		defer func() { <-x.sem }()
+		jctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
+		defer cancel()
+		m, sum, err := x.run(jctx, e, cs, p)
+		final := e
+		final.Version = max(uint64(x.now().UnixNano()), e.Version+1)
+		if err != nil {
+			x.log.Error("export failed", slog.String("export_id", e.ID), slog.Any("err", err))
+			final.Status, final.Error = "failed", "export failed; see the server log for export "+e.ID
+		} else {
+			final.Status, final.Rows, final.Manifest, final.ManifestSHA256 = "done", m.RowCount, m, sum
+		}
+		if err := x.store.SaveExport(jctx, final); err != nil {
+			x.log.Error("export record failed", slog.String("export_id", e.ID), slog.Any("err", err))
+		}
+		x.mu.Lock()
+		delete(x.progress, e.ID)
+		x.mu.Unlock()
+	}()
+	return e, nil
+}
+
+// hashedFile is a file being written with its SHA-256 computed on the way.
+type hashedFile struct {
+	f    *os.File
+	h    hash.Hash
+	w    io.Writer
+	name string
+	n    int64
+}
+
+func createHashed(dir, name string) (*hashedFile, error) {
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	return &hashedFile{f: f, h: h, w: io.MultiWriter(f, h), name: name}, nil
+}
+
+func (h *hashedFile) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	h.n += int64(n)
+	return n, err
+}
+
+func (h *hashedFile) close() (ManifestFile, error) {
+	if err := h.f.Sync(); err != nil {
+		h.f.Close()
+		return ManifestFile{}, err
+	}
+	if err := h.f.Close(); err != nil {
+		return ManifestFile{}, err
+	}
+	return ManifestFile{Name: h.name, Bytes: h.n, SHA256: hex.EncodeToString(h.h.Sum(nil))}, nil
+}
+
+// csvSafe keeps a spreadsheet from reading a cell as a formula: tenant
+// names and keys come from logs and are hostile.
+func csvSafe(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+var csvHeader = []string{"tenant", "affected_role", "requests", "first_ts", "last_ts", "confidence", "models", "nodes",
+	"request_keys", "finding_ids", "reconstruction_id", "case_id"}
+
+func csvRecord(r AffectedRow) []string {
+	rec := []string{r.Tenant, r.Role, fmt.Sprint(r.Requests), r.FirstTS.UTC().Format(time.RFC3339), r.LastTS.UTC().Format(time.RFC3339),
+		fmt.Sprintf("%.3f", r.Confidence), strings.Join(r.Models, " "), strings.Join(r.Nodes, " "),
+		strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " "), r.ReconstructionID, r.CaseID}
+	for i := range rec {
+		rec[i] = csvSafe(rec[i])
+	}
+	return rec
+}
+
+// run streams the case's list with keyset pages into CSV and JSON, writes
+// one PDF per tenant, then the manifest. The row count must equal the count
+// taken at the start, or the export fails: never a silent truncation.
+func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*Manifest, string, error) {
+	dir := filepath.Join(x.dir, e.ID)
+	if err := os.MkdirAll(filepath.Join(dir, "pdf"), 0o750); err != nil {
+		return nil, "", err
+	}
+	m := &Manifest{ExportID: e.ID, CaseID: cs.ID, CaseName: cs.Name, User: p.Name, Role: p.Role, StartedAt: e.CreatedAt,
+		KvtrailVersion: x.version, Filter: ManifestFilter{WindowFrom: cs.From, WindowTo: cs.To, Tenants: cs.Filters.Tenants,
+			Nodes: cs.Filters.Nodes, Analyzers: cs.Filters.Analyzers}}
+	var err error
+	if m.Filter.ReconstructionID, m.Filter.ChosenBy, err = x.affected.Reconstruction(ctx, cs); err != nil {
+		return nil, "", err
+	}
+	var total uint64
+	if m.Filter.ReconstructionID != "" {
+		if total, err = x.affected.AffectedCount(ctx, m.Filter.ReconstructionID, cs.Filters.Tenants); err != nil {
+			return nil, "", err
+		}
+	}
+	x.setProgress(e.ID, 0, total)
+	cf, err := createHashed(dir, fileCSV)
+	if err != nil {
+		return nil, "", err
+	}
+	jf, err := createHashed(dir, fileJSON)
+	if err != nil {
+		return nil, "", err
+	}
+	cw := csv.NewWriter(cf)
+	if err := cw.Write(csvHeader); err != nil {
+		return nil, "", err
+	}
+	if _, err := io.WriteString(jf, "[\n"); err != nil {
+		return nil, "", err
+	}
+	perTenant := map[string][]AffectedRow{}
+	findingIDs := map[string]bool{}
+	var after *AffectedKey
+	for m.Filter.ReconstructionID != "" {
+		rows, err := x.affected.AffectedPage(ctx, m.Filter.ReconstructionID, cs.Filters.Tenants, after, exportChunk)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, r := range rows {
+			if err := cw.Write(csvRecord(r)); err != nil {
+				return nil, "", err
+			}
+			b, err := json.Marshal(r)
+			if err != nil {
+				return nil, "", err
+			}
+			sep := ",\n"
+			if m.RowCount == 0 {
+				sep = ""
+			}
+			if _, err := io.WriteString(jf, sep+string(b)); err != nil {
+				return nil, "", err
+			}
+			m.RowCount++
+			if r.Role == "received_foreign_data" || r.Role == "received" {
+				m.Received++
+			} else {
+				m.Exposed++
+			}
+			for _, f := range r.FindingIDs {
+				findingIDs[f] = true
+			}
+			keep := r
+			if len(keep.RequestKeys) > maxPDFKeys {
+				keep.RequestKeys = keep.RequestKeys[:maxPDFKeys]
+			}
+			perTenant[r.Tenant] = append(perTenant[r.Tenant], keep)
+		}
+		x.setProgress(e.ID, m.RowCount, total)
+		if len(rows) < exportChunk {
+			break
+		}
+		last := rows[len(rows)-1]
+		after = &AffectedKey{Role: last.Role, Tenant: last.Tenant}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return nil, "", err
+	}
+	if _, err := io.WriteString(jf, "\n]\n"); err != nil {
+		return nil, "", err
+	}
+	if m.RowCount != total {
+		return nil, "", fmt.Errorf("export %s: wrote %d rows but the list has %d", e.ID, m.RowCount, total)
+	}
+	for _, h := range []*hashedFile{cf, jf} {
+		mf, err := h.close()
+		if err != nil {
+			return nil, "", err
+		}
+		mf.Rows = m.RowCount
+		m.Files = append(m.Files, mf)
+	}
+	tenants := make([]string, 0, len(perTenant))
+	for t := range perTenant {
+		tenants = append(tenants, t)
+	}
+	sort.Strings(tenants)
+	m.Tenants = len(tenants)
+	for _, t := range tenants {
+		mf, err := x.writePDF(dir, cs, m, t, perTenant[t])
+		if err != nil {
+			return nil, "", err
+		}
+		m.Files = append(m.Files, mf)
+	}
+	ids := make([]string, 0, len(findingIDs))
+	for f := range findingIDs {
+		ids = append(ids, f)
+	}
+	sort.Strings(ids)
+	if m.AnalyzerVersions, err = x.versions.AnalyzerVersions(ctx, ids); err != nil {
+		return nil, "", err
+	}
+	m.FinishedAt = x.now().UTC()
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, "", err
+	}
+	mh, err := createHashed(dir, fileManifest)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := mh.Write(append(b, '\n')); err != nil {
+		return nil, "", err
+	}
+	mf, err := mh.close()
+	if err != nil {
+		return nil, "", err
+	}
+	return m, mf.SHA256, nil
+}
+
+// pdfName is a file name for a tenant's PDF: a readable, safe prefix and a
+// digest of the full name so distinct tenants never collide.
+func pdfName(tenant string) string {
+	var b strings.Builder
+	for _, r := range tenant {
+		if b.Len() >= 40 {
+			break
+		}
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	sum := sha256.Sum256([]byte(tenant))
+	return "pdf/tenant-" + b.String() + "-" + hex.EncodeToString(sum[:4]) + ".pdf"
+}
+
+func (x *exporter) writePDF(dir string, cs Case, m *Manifest, tenant string, rows []AffectedRow) (ManifestFile, error) {
+	name := pdfName(tenant)
+	h, err := createHashed(dir, name)
+	if err != nil {
+		return ManifestFile{}, err
+	}
+	pdf := fpdf.New("P", "mm", "A4", "")
+	pdf.SetCreator("kvtrail "+x.version, true)
+	pdf.SetCreationDate(m.StartedAt)
+	pdf.SetModificationDate(m.StartedAt)
+	tr := pdf.UnicodeTranslatorFromDescriptor("")
+	txt := func(s string) string { return tr(shown(s, 500)) }
+	pdf.AddPage()
+	pdf.SetFont("Helvetica", "B", 15)
+	pdf.MultiCell(0, 8, txt("Tenant-isolation incident: notification summary"), "", "L", false)
+	pdf.SetFont("Helvetica", "", 10)
+	line := func(k, v string) {
+		pdf.SetFont("Helvetica", "B", 10)
+		pdf.CellFormat(45, 6, txt(k), "", 0, "L", false, 0, "")
+		pdf.SetFont("Helvetica", "", 10)
+		pdf.MultiCell(0, 6, txt(v), "", "L", false)
+	}
+	line("Tenant", tenant)
+	line("Case", cs.Name+" ("+cs.ID+")")
+	line("Incident window (UTC)", cs.From.UTC().Format(time.RFC3339)+" to "+cs.To.UTC().Format(time.RFC3339))
+	line("Reconstruction", m.Filter.ReconstructionID)
+	line("Export", m.ExportID+", by "+m.User+" at "+m.StartedAt.Format(time.RFC3339))
+	for _, r := range rows {
+		pdf.Ln(4)
+		pdf.SetFont("Helvetica", "B", 12)
+		what := "Received data from another customer's requests"
+		if r.Role != "received_foreign_data" && r.Role != "received" {
+			what = "Data possibly exposed to another customer"
+		}
+		pdf.MultiCell(0, 7, txt(what), "", "L", false)
+		line("Requests", fmt.Sprint(r.Requests))
+		line("First / last (UTC)", r.FirstTS.UTC().Format(time.RFC3339)+" / "+r.LastTS.UTC().Format(time.RFC3339))
+		line("Confidence", fmt.Sprintf("%.0f%%", r.Confidence*100))
+		line("Models", strings.Join(r.Models, ", "))
+		line("Serving nodes", strings.Join(r.Nodes, ", "))
+		keys := strings.Join(r.RequestKeys, ", ")
+		if uint64(len(r.RequestKeys)) < r.Requests {
+			keys += fmt.Sprintf(" (first %d of %d; the CSV and JSON files list all)", len(r.RequestKeys), r.Requests)
+		}
+		line("Request ids", keys)
+	}
+	if err := pdf.Output(h); err != nil {
+		h.f.Close()
+		return ManifestFile{}, err
+	}
+	mf, err := h.close()
+	mf.Tenant = tenant
+	mf.Rows = uint64(len(rows))
+	return mf, err
+}
+
+// --- handlers ---
+
+func (s *server) exportCreate(c *gin.Context) {
+	cs, ok := s.caseParam(c)
+	if !ok {
+		return
+	}
+	p := principal(c)
+	e, err := s.exports.start(c.Request.Context(), cs, p)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, p, "export_create", map[string]any{"case_id": cs.ID, "export_id": e.ID, "from": cs.From, "to": cs.To, "filters": cs.Filters}, 0, http.StatusAccepted) {
+		return
+	}
+	if isAPI(c) {
+		c.JSON(http.StatusAccepted, e)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/exports/"+e.ID)
+}
+
+func (s *server) exportParam(c *gin.Context) (Export, bool) {
+	id := c.Param("id")
+	if !idPattern.MatchString(id) {
+		s.fail(c, errNotFound)
+		return Export{}, false
+	}
+	e, err := s.exports.store.GetExport(c.Request.Context(), id)
+	if err != nil {
+		s.fail(c, err)
+		return Export{}, false
+	}
+	return s.exports.withProgress(e), true
+}
+
+func (s *server) exportView(c *gin.Context) {
+	e, ok := s.exportParam(c)
+	if !ok {
+		return
+	}
+	if isAPI(c) {
+		c.JSON(http.StatusOK, e)
+		return
+	}
+	refresh := 0
+	if e.Status == "running" {
+		refresh = 2
+	}
+	s.renderTitled(c, http.StatusOK, "export", "Export "+e.ID, e, refresh)
+}
+
+func (s *server) caseExports(c *gin.Context) {
+	cs, ok := s.caseParam(c)
+	if !ok {
+		return
+	}
+	ex, err := s.exports.store.ListExports(c.Request.Context(), cs.ID)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	for i := range ex {
+		ex[i] = s.exports.withProgress(ex[i])
+	}
+	c.JSON(http.StatusOK, gin.H{"case_id": cs.ID, "exports": ex})
+}
+
+// exportFile serves one file named in the manifest (or the manifest).
+// Names come from the manifest, never from the path, so nothing outside
+// the export's directory can be reached.
+func (s *server) exportFile(c *gin.Context) {
+	e, ok := s.exportParam(c)
+	if !ok {
+		return
+	}
+	want := strings.TrimPrefix(c.Param("name"), "/")
+	if e.Status != "done" || e.Manifest == nil {
+		s.fail(c, errNotFound)
+		return
+	}
+	name := ""
+	if want == fileManifest {
+		name = fileManifest
+	}
+	for _, f := range e.Manifest.Files {
+		if f.Name == want {
+			name = f.Name
+		}
+	}
+	if name == "" {
+		s.fail(c, errNotFound)
+		return
+	}
+	f, err := os.Open(filepath.Join(s.exports.dir, e.ID, filepath.FromSlash(name)))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "export_download", map[string]any{"export_id": e.ID, "case_id": e.CaseID, "file": name}, int64(e.Rows), http.StatusOK) {
+		return
+	}
+	ctype := map[string]string{".csv": "text/csv; charset=utf-8", ".json": "application/json", ".pdf": "application/pdf"}[filepath.Ext(name)]
+	c.Header("Content-Type", ctype)
+	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s"`, e.ID, strings.ReplaceAll(name, "/", "-")))
+	http.ServeContent(c.Writer, c.Request, "", st.ModTime(), f)
+}

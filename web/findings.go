@@ -1,0 +1,75 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+)
+
+// findingStore is what the findings pages need.
+type findingStore interface {
+	ListFindings(ctx context.Context, q FindingQuery) (FindingPage, error)
+	Finding(ctx context.Context, id string) (*FindingDetail, error)
+}
+
+type findingsView struct {
+	FindingPage
+	NextURL string `json:"-"`
+}
+
+func (s *server) findingsList(c *gin.Context) {
+	q := FindingQuery{Analyzer: c.Query("analyzer"), Severity: c.Query("severity"), RunID: c.Query("run_id"),
+		Tenant: c.Query("tenant"), Cursor: c.Query("cursor"), Limit: pageLimit(c, 50)}
+	for _, v := range []string{q.Analyzer, q.Severity, q.RunID, q.Tenant, q.Cursor} {
+		if !validUTF8Param(v) {
+			s.fail(c, invalid("a filter is not valid UTF-8 or is too long"))
+			return
+		}
+	}
+	var err error
+	if v := c.Query("min_confidence"); v != "" {
+		if q.MinConfidence, err = strconv.ParseFloat(v, 64); err != nil || q.MinConfidence < 0 || q.MinConfidence > 1 {
+			s.fail(c, invalid("min_confidence must be between 0 and 1"))
+			return
+		}
+	}
+	if q.From, err = parseTime(c.Query("from")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if q.To, err = parseTime(c.Query("to")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	page, err := s.findings.ListFindings(c.Request.Context(), q)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "findings_search", map[string]any{"analyzer": q.Analyzer, "severity": q.Severity,
+		"min_confidence": q.MinConfidence, "run_id": q.RunID, "tenant": q.Tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
+		return
+	}
+	v := findingsView{FindingPage: page}
+	if page.Next != "" {
+		u := c.Request.URL.Query()
+		u.Set("cursor", page.Next)
+		v.NextURL = "/findings?" + u.Encode()
+	}
+	s.respond(c, "findings", "Findings", v)
+}
+
+func (s *server) findingDetail(c *gin.Context) {
+	id := c.Param("id")
+	d, err := s.findings.Finding(c.Request.Context(), id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "finding_view", map[string]any{"finding_id": id}, 1, http.StatusOK) {
+		return
+	}
+	s.respond(c, "finding", "Finding", d)
+}

@@ -1,0 +1,234 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// maxShownLine is how much of one log line a table cell shows; the
+// evidence page shows the whole line.
+const maxShownLine = 2000
+
+// pages are the templates, each parsed with the shared layout.
+var pageNames = []string{"login", "error", "overview", "search", "request", "findings", "finding", "evidence",
+	"cases", "case", "export", "audit"}
+
+func parseTemplates() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+func staticFiles() fs.FS {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// shown makes log text safe and legible as text: invalid UTF-8 becomes
+// U+FFFD, control characters (ANSI escapes, NUL, bidi overrides) become
+// visible escapes, and the result is cut at max bytes. html/template then
+// escapes what is left; this never returns template.HTML.
+func shown(s string, max int) string {
+	var b strings.Builder
+	cut := false
+	for i, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if max > 0 && i >= max {
+			cut = true
+			break
+		}
+		switch {
+		case r == '\t':
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case unicode.Is(unicode.Bidi_Control, r) || (r >= 0x80 && r < 0xa0) || r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if cut {
+		fmt.Fprintf(&b, " … [%d bytes in all]", len(s))
+	}
+	return b.String()
+}
+
+var funcs = template.FuncMap{
+	"show":     func(s string) string { return shown(s, 200) },
+	"showLine": func(s string) string { return shown(s, maxShownLine) },
+	"showAll":  func(s string) string { return shown(s, 0) },
+	"path":     url.PathEscape,
+	"ts": func(t time.Time) string {
+		if t.IsZero() || t.Unix() <= 0 {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05")
+	},
+	"tsns": func(ns uint64) string {
+		if ns == 0 {
+			return "—"
+		}
+		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000")
+	},
+	"inputTime": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02T15:04:05")
+	},
+	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
+	"f1":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"join":  func(s []string) string { return shown(strings.Join(s, ", "), 400) },
+	"lower": strings.ToLower,
+	"sevClass": func(s string) string {
+		switch strings.ToUpper(s) {
+		case "HIGH", "CRITICAL":
+			return "sev-high"
+		case "MEDIUM":
+			return "sev-medium"
+		case "LOW":
+			return "sev-low"
+		}
+		return "sev-other"
+	},
+	"roleLabel": func(r string) string {
+		switch r {
+		case "received_foreign_data", "received":
+			return "received foreign data"
+		case "possibly_exposed", "exposed":
+			return "data possibly exposed"
+		}
+		return r
+	},
+	"add":  func(a, b int) int { return a + b },
+	"list": func(v ...string) []string { return v },
+}
+
+// pageData wraps what a page shows with what the layout needs.
+type pageData struct {
+	Title   string
+	Nav     string
+	User    *Principal
+	Caps    map[string]bool
+	CSRF    string
+	Refresh int
+	Data    any
+}
+
+func (s *server) renderPage(c *gin.Context, status int, name string, data any) {
+	s.renderTitled(c, status, name, "", data, 0)
+}
+
+func (s *server) renderTitled(c *gin.Context, status int, name, title string, data any, refresh int) {
+	t := s.tmpl[name]
+	p := principal(c)
+	pd := pageData{Title: title, Nav: name, User: p, Data: data, Refresh: refresh}
+	if p != nil {
+		pd.Caps = p.Capabilities()
+		pd.CSRF = p.csrf
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, pd); err != nil {
+		s.log.Error("render failed", slog.String("page", name), slog.Any("err", err))
+		c.Data(http.StatusInternalServerError, "text/plain; charset=utf-8", []byte("internal error"))
+		return
+	}
+	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// respond answers with JSON under /api/ and with the page otherwise: the API
+// returns exactly the data the page shows.
+func (s *server) respond(c *gin.Context, page, title string, data any) {
+	if isAPI(c) {
+		c.JSON(http.StatusOK, data)
+		return
+	}
+	s.renderTitled(c, http.StatusOK, page, title, data, 0)
+}
+
+func (s *server) renderError(c *gin.Context, status int, msg string) {
+	if isAPI(c) {
+		c.AbortWithStatusJSON(status, gin.H{"error": msg})
+		return
+	}
+	s.renderTitled(c, status, "error", http.StatusText(status), struct {
+		Status  int
+		Message string
+	}{status, msg}, 0)
+}
+
+// fail maps an error to a status. Internal errors are logged and shown
+// without detail (they can carry SQL or log text).
+func (s *server) fail(c *gin.Context, err error) {
+	var inv invalidError
+	switch {
+	case errors.As(err, &inv):
+		s.renderError(c, http.StatusBadRequest, inv.msg)
+	case errors.Is(err, errInvalid):
+		s.renderError(c, http.StatusBadRequest, "invalid request")
+	case errors.Is(err, errNotFound):
+		s.renderError(c, http.StatusNotFound, "not found")
+	default:
+		s.log.Error("request failed", slog.String("route", c.FullPath()), slog.Any("err", err))
+		s.renderError(c, http.StatusInternalServerError, "internal error")
+	}
+	c.Abort()
+}
+
+// parseTime accepts RFC 3339, "2006-01-02T15:04[:05]" (UTC, what
+// datetime-local inputs send), a date, or Unix seconds. Empty is zero.
+func parseTime(v string) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n < 1<<33 {
+		return time.Unix(n, 0).UTC(), nil
+	}
+	return time.Time{}, invalid("bad time " + strconv.Quote(shown(v, 40)) + ": use RFC 3339 or 2006-01-02T15:04:05 (UTC)")
+}
+
+// pageLimit reads ?limit= within [1, 500].
+func pageLimit(c *gin.Context, def int) int {
+	n, err := strconv.Atoi(c.Query("limit"))
+	if err != nil || n <= 0 {
+		return def
+	}
+	return min(n, 500)
+}
+
+func validUTF8Param(s string) bool { return utf8.ValidString(s) && len(s) <= 512 }

@@ -1,0 +1,98 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+)
+
+// requestStore is what the request timeline and evidence pages need.
+type requestStore interface {
+	RequestTimeline(ctx context.Context, requestID string, contextWindow time.Duration) (*Timeline, error)
+	Lines(ctx context.Context, ids []uint64) ([]RawLine, error)
+}
+
+// defaultContextSeconds is how far before and after a request the
+// "what else ran on this decode rank" list looks; ?context= changes it.
+const (
+	defaultContextSeconds = 30
+	maxContextSeconds     = 600
+)
+
+// lanes are the swimlanes in order.
+var lanes = []string{"gateway", "prefill", "transfer", "decode"}
+
+type requestView struct {
+	*Timeline
+	Lanes []laneView `json:"-"`
+}
+
+type laneView struct {
+	Name   string
+	Events []TimelineEvent
+}
+
+func (s *server) requestView(c *gin.Context) {
+	id := c.Param("id")
+	if !validUTF8Param(id) {
+		s.fail(c, invalid("bad request id"))
+		return
+	}
+	secs := defaultContextSeconds
+	if v := c.Query("context"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxContextSeconds {
+			s.fail(c, invalid("context must be 0-600 seconds"))
+			return
+		}
+		secs = n
+	}
+	tl, err := s.requests.RequestTimeline(c.Request.Context(), id, time.Duration(secs)*time.Second)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "request_view", map[string]any{"request_id": id, "tenant": tl.Request.Tenant, "context": secs}, 1, http.StatusOK) {
+		return
+	}
+	v := requestView{Timeline: tl}
+	for _, l := range lanes {
+		lv := laneView{Name: l}
+		for _, e := range tl.Events {
+			if e.Lane == l {
+				lv.Events = append(lv.Events, e)
+			}
+		}
+		v.Lanes = append(v.Lanes, lv)
+	}
+	if isAPI(c) {
+		c.JSON(http.StatusOK, tl)
+		return
+	}
+	s.respond(c, "request", "Request "+shown(id, 80), v)
+}
+
+// evidence shows one raw line in full (tables show at most maxShownLine).
+func (s *server) evidence(c *gin.Context) {
+	id, err := strconv.ParseUint(c.Param("id"), 10, 64)
+	if err != nil {
+		s.fail(c, invalid("line id must be an unsigned integer"))
+		return
+	}
+	lines, err := s.requests.Lines(c.Request.Context(), []uint64{id})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if len(lines) == 0 {
+		s.fail(c, errNotFound)
+		return
+	}
+	if !s.audit(c, principal(c), "evidence_view", map[string]any{"line_id": strconv.FormatUint(id, 10)}, 1, http.StatusOK) {
+		return
+	}
+	s.respond(c, "evidence", "Evidence line", lines[0])
+}
