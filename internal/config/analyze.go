@@ -1,9 +1,78 @@
 package config
 
-// Analyze configures the analyze section (see kvtrail.example.yaml).
-type Analyze struct{}
+import (
+	"fmt"
+	"time"
+)
 
-func defaultAnalyze() Analyze { return Analyze{} }
+// Analyze configures the analyzers of `kvtrail analyze` (see
+// kvtrail.example.yaml and docs/analyzers.md for what each one means).
+type Analyze struct {
+	// LinkMargin widens the engine/transfer read around the window so a
+	// request is linked to lines logged after the window ended.
+	LinkMargin time.Duration `mapstructure:"link_margin" yaml:"link_margin"`
+	// SpeedMinUncachedTokens: smallest uncached prompt impossible_speed judges.
+	SpeedMinUncachedTokens uint64 `mapstructure:"speed_min_uncached_tokens" yaml:"speed_min_uncached_tokens"`
+	// SpeedMADs: robust sigmas below the per-node fit that are impossible.
+	SpeedMADs float64 `mapstructure:"speed_mads" yaml:"speed_mads"`
+	// SpeedMaxRatio: and at most this fraction of the fitted TTFT.
+	SpeedMaxRatio float64 `mapstructure:"speed_max_ratio" yaml:"speed_max_ratio"`
+	// SpeedSample: requests per node used for the fit.
+	SpeedSample int `mapstructure:"speed_sample" yaml:"speed_sample"`
+	// SpeedMinSamples: below this many normal requests a node is not fitted.
+	SpeedMinSamples int `mapstructure:"speed_min_samples" yaml:"speed_min_samples"`
+	// AbortReuseWindow: how long after a decode-side abort a late transfer
+	// write is still considered able to land.
+	AbortReuseWindow time.Duration `mapstructure:"abort_reuse_window" yaml:"abort_reuse_window"`
+	// DeferredRelease: off, on or unknown (SGLang decode keeps aborted pages
+	// until the transfer ends when on).
+	DeferredRelease string `mapstructure:"deferred_release" yaml:"deferred_release"`
+	// GapThreshold: a node silent this long while others log is a gap.
+	GapThreshold time.Duration `mapstructure:"gap_threshold" yaml:"gap_threshold"`
+}
+
+func defaultAnalyze() Analyze {
+	return Analyze{
+		LinkMargin:             15 * time.Minute,
+		SpeedMinUncachedTokens: 8192,
+		SpeedMADs:              6,
+		SpeedMaxRatio:          0.25,
+		SpeedSample:            2000,
+		SpeedMinSamples:        30,
+		AbortReuseWindow:       time.Minute,
+		DeferredRelease:        "unknown",
+		GapThreshold:           10 * time.Minute,
+	}
+}
 
 // validate returns one error per bad value, each naming its key.
-func (c Analyze) validate() []error { return nil }
+func (c Analyze) validate() []error {
+	var errs []error
+	if c.LinkMargin < 0 || c.LinkMargin > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("analyze.link_margin: must be between 0 and 24h, got %s", c.LinkMargin))
+	}
+	if c.SpeedMADs <= 0 {
+		errs = append(errs, fmt.Errorf("analyze.speed_mads: must be positive, got %v", c.SpeedMADs))
+	}
+	if c.SpeedMaxRatio <= 0 || c.SpeedMaxRatio >= 1 {
+		errs = append(errs, fmt.Errorf("analyze.speed_max_ratio: must be in (0, 1), got %v", c.SpeedMaxRatio))
+	}
+	if c.SpeedSample < 10 {
+		errs = append(errs, fmt.Errorf("analyze.speed_sample: must be at least 10, got %d", c.SpeedSample))
+	}
+	if c.SpeedMinSamples < 3 {
+		errs = append(errs, fmt.Errorf("analyze.speed_min_samples: must be at least 3, got %d", c.SpeedMinSamples))
+	}
+	if c.AbortReuseWindow <= 0 || c.AbortReuseWindow > time.Hour {
+		errs = append(errs, fmt.Errorf("analyze.abort_reuse_window: must be between 0 and 1h, got %s", c.AbortReuseWindow))
+	}
+	switch c.DeferredRelease {
+	case "off", "on", "unknown":
+	default:
+		errs = append(errs, fmt.Errorf("analyze.deferred_release: must be off, on or unknown, got %q", c.DeferredRelease))
+	}
+	if c.GapThreshold < 0 {
+		errs = append(errs, fmt.Errorf("analyze.gap_threshold: must not be negative (0 turns gap detection off), got %s", c.GapThreshold))
+	}
+	return errs
+}

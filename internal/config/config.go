@@ -23,6 +23,7 @@ type Config struct {
 	Ingest     Ingest     `mapstructure:"ingest" yaml:"ingest"`
 	Analyze    Analyze    `mapstructure:"analyze" yaml:"analyze"`
 	Auth       Auth       `mapstructure:"auth" yaml:"auth"`
+	Alerts     Alerts     `mapstructure:"alerts" yaml:"alerts"`
 }
 
 // ClickHouse says how to reach the server. An empty Addr means "start a
@@ -98,6 +99,7 @@ func Default() Config {
 		Ingest:  defaultIngest(),
 		Analyze: defaultAnalyze(),
 		Auth:    defaultAuth(),
+		Alerts:  defaultAlerts(),
 	}
 }
 
@@ -155,6 +157,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Ingest.validate()...)
 	errs = append(errs, c.Analyze.validate()...)
 	errs = append(errs, c.Auth.validate()...)
+	errs = append(errs, c.Alerts.validate()...)
 	return errors.Join(errs...)
 }
 

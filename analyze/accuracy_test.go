@@ -1,0 +1,77 @@
+package analyze
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+type accuracy struct {
+	flagged, high map[string]bool // request keys with any / HIGH per-request finding
+	received      map[string]bool
+	exposed       map[string]bool
+	report        *Report
+}
+
+func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
+	t.Helper()
+	r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return now }}
+	rep, err := r.Run(context.Background(), Window{}, nil)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if rep.Errors() {
+		for _, x := range rep.Runs {
+			if x.Run.Status == StatusError {
+				t.Errorf("%s: %s", x.Run.Analyzer, x.Run.Error)
+			}
+		}
+	}
+	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, report: rep}
+	for _, x := range rep.Runs {
+		for _, f := range x.Findings {
+			if f.GatewayRequestID == "" {
+				continue
+			}
+			a.flagged[f.GatewayRequestID] = true
+			if f.Severity == High {
+				a.high[f.GatewayRequestID] = true
+			}
+		}
+	}
+	for _, row := range rep.Reconstruction.Rows {
+		switch row.Role {
+		case RoleReceived:
+			a.received[row.Tenant] = true
+		case RoleExposed:
+			a.exposed[row.Tenant] = true
+		}
+	}
+	for _, p := range rep.Phases {
+		t.Logf("phase %-28s %v", p.Name, p.Duration.Round(time.Millisecond))
+	}
+	return a
+}
+
+func truthSets(tr *simulate.Truth) (affected map[string]string, look map[string]string) {
+	affected, look = map[string]string{}, map[string]string{}
+	for _, a := range tr.Affected {
+		affected[a.RequestID] = a.Class
+	}
+	for _, l := range tr.Lookalikes {
+		look[l.RequestID] = l.Class
+	}
+	return affected, look
+}
+
+func logGaps(t *testing.T, rep *Report) {
+	for _, x := range rep.Runs {
+		if x.Run.Analyzer == "completeness" {
+			for _, f := range x.Findings {
+				t.Logf("gap finding: %s", f.Title)
+			}
+		}
+	}
+}

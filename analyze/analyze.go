@@ -1,0 +1,248 @@
+// Package analyze turns ingested evidence into conclusions: it links each
+// client request across gateway, prefill, transfer and decode
+// (request_facts), runs analyzers that each record a run and findings with
+// the raw lines that prove them, and folds findings into the per-tenant
+// notification list (affected).
+//
+// Everything here is deterministic: the same data and parameters give the
+// same finding ids, the same findings and the same affected rows, so a run
+// can be repeated and compared by anyone holding the evidence.
+package analyze
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// DB is what analyze needs from ClickHouse (internal/chstore.Store has it).
+type DB interface {
+	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) error
+	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
+}
+
+// Severity is the Timesketch-style priority of a finding.
+type Severity string
+
+// Severities, most urgent first.
+const (
+	High   Severity = "HIGH"
+	Medium Severity = "MEDIUM"
+	Low    Severity = "LOW"
+	Note   Severity = "NOTE"
+)
+
+// Severities lists the valid severities, most urgent first.
+var Severities = []Severity{High, Medium, Low, Note}
+
+// Rank orders severities: HIGH is 0.
+func (s Severity) Rank() int {
+	for i, v := range Severities {
+		if v == s {
+			return i
+		}
+	}
+	return len(Severities)
+}
+
+// Run statuses (Timesketch contract).
+const (
+	StatusSuccess    = "SUCCESS"
+	StatusNoFindings = "NO_FINDINGS"
+	StatusError      = "ERROR"
+)
+
+// Window is the half-open time range [From, To) a run covers: requests
+// that started in it. Zero values mean "all data".
+type Window struct {
+	From, To time.Time
+}
+
+func (w Window) String() string {
+	return w.From.UTC().Format(time.RFC3339) + "/" + w.To.UTC().Format(time.RFC3339)
+}
+
+// Contains reports whether t is in [From, To).
+func (w Window) Contains(t time.Time) bool {
+	return !t.Before(w.From) && t.Before(w.To)
+}
+
+// Finding is one conclusion of one analyzer run, with the raw lines
+// (raw_lines.line_id) that prove it.
+type Finding struct {
+	ID               string
+	RunID            string
+	Analyzer         string
+	AnalyzerVersion  string
+	Severity         Severity
+	Confidence       float64
+	TS               time.Time
+	FirstTS, LastTS  time.Time
+	RequestKey       string
+	GatewayRequestID string
+	Tenant           string
+	Room             uint64
+	PrefillNode      string
+	DecodeNode       string
+	DecodeDPRank     int16
+	RIDs             []string
+	Title            string
+	Explanation      string
+	// GroupKey groups findings about one cause (a node boot, an abort).
+	GroupKey string
+	// ForeignTenants / ForeignRequestKeys name the other side: tenants and
+	// requests whose data this request may have read (or, for an abort,
+	// the requests that may have read this one's).
+	ForeignTenants     []string
+	ForeignRequestKeys []string
+	Evidence           []uint64
+	// Details are extra facts as key/value pairs (numbers as text).
+	Details map[string]string
+	// subject identifies what the finding is about; with the analyzer and
+	// its version it determines ID.
+	subject string
+}
+
+// Analyzer is one unit of analysis. Analyzers read the shared Dataset
+// (loaded in bulk once per run) and may run their own queries through
+// Dataset.DB; they must be deterministic.
+type Analyzer interface {
+	Name() string
+	Version() string
+	// Params returns the parameters the analyzer ran with (recorded, as
+	// JSON, in analyzer_runs.params).
+	Params() any
+	Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
+}
+
+// findingID is hash(analyzer, version, subject): stable across re-runs,
+// different for a new analyzer version.
+func findingID(analyzer, version, subject string) string {
+	h := sha256.Sum256([]byte(analyzer + "\x00" + version + "\x00" + subject))
+	return hex.EncodeToString(h[:16])
+}
+
+// finalize fills the derived fields of fs and sorts them by ID.
+func finalize(a Analyzer, fs []Finding) []Finding {
+	seen := map[string]bool{}
+	out := fs[:0]
+	for _, f := range fs {
+		f.Analyzer, f.AnalyzerVersion = a.Name(), a.Version()
+		if f.subject == "" {
+			f.subject = f.RequestKey
+		}
+		f.ID = findingID(f.Analyzer, f.AnalyzerVersion, f.subject)
+		if seen[f.ID] {
+			continue
+		}
+		seen[f.ID] = true
+		if f.FirstTS.IsZero() {
+			f.FirstTS = f.TS
+		}
+		if f.LastTS.IsZero() {
+			f.LastTS = f.TS
+		}
+		f.Evidence = uniqSortedU64(f.Evidence)
+		f.RIDs = uniqSortedStr(f.RIDs)
+		f.ForeignTenants = uniqSortedStr(f.ForeignTenants)
+		f.ForeignRequestKeys = uniqSortedStr(f.ForeignRequestKeys)
+		f.Confidence = clamp01(f.Confidence)
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func uniqSortedU64(v []uint64) []uint64 {
+	out := make([]uint64, 0, len(v))
+	for _, x := range v {
+		if x != 0 {
+			out = append(out, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	n := 0
+	for i, x := range out {
+		if i == 0 || x != out[n-1] {
+			out[n] = x
+			n++
+		}
+	}
+	return out[:n]
+}
+
+func uniqSortedStr(v []string) []string {
+	out := make([]string, 0, len(v))
+	for _, x := range v {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	sort.Strings(out)
+	n := 0
+	for i, x := range out {
+		if i == 0 || x != out[n-1] {
+			out[n] = x
+			n++
+		}
+	}
+	return out[:n]
+}
+
+func clamp01(x float64) float64 {
+	switch {
+	case x < 0:
+		return 0
+	case x > 1:
+		return 1
+	}
+	return x
+}
+
+// commas renders an integer with thousands separators (703,366), the way
+// responders read token counts.
+func commas(n uint64) string {
+	s := itoa(n)
+	if len(s) <= 3 {
+		return s
+	}
+	var b strings.Builder
+	pre := len(s) % 3
+	if pre > 0 {
+		b.WriteString(s[:pre])
+	}
+	for i := pre; i < len(s); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s[i : i+3])
+	}
+	return b.String()
+}
+
+func itoa(n uint64) string {
+	if n == 0 {
+		return "0"
+	}
+	var buf [20]byte
+	i := len(buf)
+	for n > 0 {
+		i--
+		buf[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(buf[i:])
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}

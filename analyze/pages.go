@@ -1,0 +1,166 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PageRead is a decode read of pages whose last write (on the same node and
+// DP rank since the node booted) was not for the reading room: the exact
+// lineage the page-level event log gives (docs/formats.md).
+type PageRead struct {
+	Node  string
+	Rank  int16
+	Room  uint64
+	RID   string
+	TS    time.Time
+	Pages int
+	// Stale counts read pages per room that last wrote them.
+	Stale map[uint64]int
+	// Never counts read pages nobody wrote since boot (read as zeros).
+	Never int
+	// Lines: the read line and the last write line of each foreign writer.
+	Lines []uint64
+}
+
+// pageReplay is the result of replaying page_events.
+type pageReplay struct {
+	// Nodes that logged page events (exact lineage applies to them only).
+	Nodes map[string]bool
+	// Reads that touched foreign or never-written pages, by reading room.
+	Reads map[uint64]*PageRead
+}
+
+const pageNodesSQL = `SELECT node, count() FROM page_events GROUP BY node`
+
+const pageEventsSQL = `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id
+FROM page_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+ORDER BY node, dp_rank, ts_ns, line_id`
+
+// Pages replays the page-level events once per dataset (nil when the
+// deployment did not log them).
+func (d *Dataset) Pages(ctx context.Context) (*pageReplay, error) {
+	if d.Cfg.ignorePages {
+		return nil, nil
+	}
+	if d.pagesOK || d.pagesErr != nil {
+		return d.pages, d.pagesErr
+	}
+	d.pages, d.pagesErr = replayPages(ctx, d)
+	d.pagesOK = d.pagesErr == nil
+	return d.pages, d.pagesErr
+}
+
+// replayStart is the earliest boot in force at the window start on any
+// decode node: page contents survive until the node restarts, so lineage
+// must be replayed from there.
+func (d *Dataset) replayStart() time.Time {
+	start := d.Window.From.Add(-d.Cfg.LinkMargin)
+	for _, list := range d.Boots.ByNode {
+		for _, b := range list {
+			if b.Role != "decode" {
+				continue
+			}
+			if !b.At.After(d.Window.From) && (b.Next == nil || b.Next.At.After(d.Window.From)) && b.At.Before(start) {
+				start = b.At
+			}
+		}
+	}
+	return start
+}
+
+func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
+	rows, err := d.DB.Query(ctx, pageNodesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("page event nodes: %w", err)
+	}
+	pr := &pageReplay{Nodes: map[string]bool{}, Reads: map[uint64]*PageRead{}}
+	for rows.Next() {
+		var n string
+		var c uint64
+		if err := rows.Scan(&n, &c); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("scan page event nodes: %w", err)
+		}
+		if c > 0 {
+			pr.Nodes[n] = true
+		}
+	}
+	rows.Close()
+	if len(pr.Nodes) == 0 {
+		return nil, nil
+	}
+	rows, err = d.DB.Query(ctx, pageEventsSQL, unix(d.replayStart()), unix(d.Window.To.Add(d.Cfg.LinkMargin)))
+	if err != nil {
+		return nil, fmt.Errorf("load page events: %w", err)
+	}
+	defer rows.Close()
+	var (
+		curNode            string
+		curRank            int16 = -1
+		curBoot            *Boot
+		writer, writerLine []uint64
+		prevLine           uint64
+	)
+	for rows.Next() {
+		var (
+			node, event, rid string
+			rank             int16
+			ns, room, line   uint64
+			pages            []uint32
+		)
+		if err := rows.Scan(&node, &rank, &ns, &event, &rid, &room, &pages, &line); err != nil {
+			return nil, fmt.Errorf("scan page event: %w", err)
+		}
+		if line == prevLine {
+			continue // a re-ingested duplicate not merged yet
+		}
+		prevLine = line
+		ts := time.Unix(0, int64(ns)).UTC()
+		boot := d.Boots.At(node, ts)
+		if node != curNode || rank != curRank || boot != curBoot {
+			curNode, curRank, curBoot = node, rank, boot
+			writer, writerLine = writer[:0], writerLine[:0]
+		}
+		for _, p := range pages {
+			for int(p) >= len(writer) {
+				writer, writerLine = append(writer, 0), append(writerLine, 0)
+			}
+		}
+		switch event {
+		case "write":
+			for _, p := range pages {
+				writer[p], writerLine[p] = room, line
+			}
+		case "read":
+			var r *PageRead
+			for _, p := range pages {
+				w := writer[p]
+				if w == room {
+					continue
+				}
+				if r == nil {
+					r = &PageRead{Node: node, Rank: rank, Room: room, RID: rid, TS: ts, Pages: len(pages),
+						Stale: map[uint64]int{}, Lines: []uint64{line}}
+				}
+				if w == 0 {
+					r.Never++
+					continue
+				}
+				if r.Stale[w] == 0 {
+					r.Lines = append(r.Lines, writerLine[p])
+				}
+				r.Stale[w]++
+			}
+			if r != nil {
+				pr.Reads[room] = r
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read page events: %w", err)
+	}
+	return pr, nil
+}

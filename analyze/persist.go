@@ -1,0 +1,286 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+)
+
+const insertRun = `INSERT INTO analyzer_runs (run_id, analyzer, version, params, window_from, window_to, watermark,
+ started_at, finished_at, status, findings, high, error, trigger, case_id)
+SELECT ?, ?, ?, ?, toDateTime(?), toDateTime(?), toDateTime(?), toDateTime(?), toDateTime(?), ?, ?, ?, ?, ?, ?`
+
+func unix(t time.Time) uint32 {
+	if t.IsZero() || t.Unix() < 0 {
+		return 0
+	}
+	return uint32(t.Unix())
+}
+
+// saveRun appends one immutable analyzer_runs row.
+func saveRun(ctx context.Context, db DB, r Run) error {
+	if err := db.Exec(ctx, insertRun, r.ID, r.Analyzer, r.Version, r.Params, unix(r.Window.From), unix(r.Window.To),
+		unix(r.Watermark), unix(r.Started), unix(r.Finished), r.Status, uint32(r.Findings), uint32(r.High), r.Error,
+		r.Trigger, r.CaseID); err != nil {
+		return fmt.Errorf("record run of %s: %w", r.Analyzer, err)
+	}
+	return nil
+}
+
+const insertFindings = `INSERT INTO findings (finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts,
+ first_ts, last_ts, request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node,
+ decode_dp_rank, rids, title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids,
+ detail_keys, detail_values, created_at)`
+
+func saveFindings(ctx context.Context, db DB, fs []Finding, now time.Time) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	b, err := db.PrepareBatch(ctx, insertFindings)
+	if err != nil {
+		return fmt.Errorf("prepare findings insert: %w", err)
+	}
+	for _, f := range fs {
+		keys := make([]string, 0, len(f.Details))
+		for k := range f.Details {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		vals := make([]string, len(keys))
+		for i, k := range keys {
+			vals[i] = f.Details[k]
+		}
+		if err := b.Append(f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion, string(f.Severity), f.Confidence, f.TS.UTC(),
+			f.FirstTS.UTC(), f.LastTS.UTC(), f.RequestKey, f.GatewayRequestID, f.Tenant, f.Room, f.PrefillNode,
+			f.DecodeNode, f.DecodeDPRank, nonNil(f.RIDs), f.Title, f.Explanation, f.GroupKey, nonNil(f.ForeignTenants),
+			nonNil(f.ForeignRequestKeys), nonNilU(f.Evidence), keys, vals, now); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("append finding %s: %w", f.ID, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert findings: %w", err)
+	}
+	return nil
+}
+
+func nonNil(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+func nonNilU(v []uint64) []uint64 {
+	if v == nil {
+		return []uint64{}
+	}
+	return v
+}
+
+const knownIDsSQL = `SELECT DISTINCT finding_id FROM findings WHERE analyzer = ? AND analyzer_version = ?`
+
+func knownFindingIDs(ctx context.Context, db DB, analyzer, version string) (map[string]bool, error) {
+	rows, err := db.Query(ctx, knownIDsSQL, analyzer, version)
+	if err != nil {
+		return nil, fmt.Errorf("read known findings of %s: %w", analyzer, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scan finding id: %w", err)
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+const runsSQL = `SELECT run_id, analyzer, version, params, window_from, window_to, watermark, started_at, finished_at,
+ status, findings, high, error, trigger, case_id
+FROM analyzer_runs
+ORDER BY started_at, run_id`
+
+// Runs returns every recorded run, oldest first.
+func Runs(ctx context.Context, db DB) ([]Run, error) {
+	rows, err := db.Query(ctx, runsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read analyzer runs: %w", err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		var r Run
+		var n, h uint32
+		if err := rows.Scan(&r.ID, &r.Analyzer, &r.Version, &r.Params, &r.Window.From, &r.Window.To, &r.Watermark,
+			&r.Started, &r.Finished, &r.Status, &n, &h, &r.Error, &r.Trigger, &r.CaseID); err != nil {
+			return nil, fmt.Errorf("scan analyzer run: %w", err)
+		}
+		r.Findings, r.High = int(n), int(h)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// LatestRuns picks, per analyzer, the latest run that did not fail (the
+// latest version wins among runs started in the same second).
+func LatestRuns(runs []Run) map[string]Run {
+	out := map[string]Run{}
+	for _, r := range runs {
+		if r.Status == StatusError {
+			continue
+		}
+		cur, ok := out[r.Analyzer]
+		if !ok || r.Started.After(cur.Started) || (r.Started.Equal(cur.Started) && r.Version > cur.Version) {
+			out[r.Analyzer] = r
+		}
+	}
+	return out
+}
+
+const findingsSQL = `SELECT finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts, last_ts,
+ request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node, decode_dp_rank, rids, title,
+ explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids, detail_keys, detail_values
+FROM findings
+WHERE has(?, run_id)
+ORDER BY analyzer, ts, finding_id`
+
+// FindingsOfRuns reads the findings of the given runs.
+func FindingsOfRuns(ctx context.Context, db DB, runIDs []string) ([]Finding, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, findingsSQL, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read findings: %w", err)
+	}
+	defer rows.Close()
+	var out []Finding
+	for rows.Next() {
+		var f Finding
+		var sev string
+		var keys, vals []string
+		if err := rows.Scan(&f.ID, &f.RunID, &f.Analyzer, &f.AnalyzerVersion, &sev, &f.Confidence, &f.TS, &f.FirstTS,
+			&f.LastTS, &f.RequestKey, &f.GatewayRequestID, &f.Tenant, &f.Room, &f.PrefillNode, &f.DecodeNode,
+			&f.DecodeDPRank, &f.RIDs, &f.Title, &f.Explanation, &f.GroupKey, &f.ForeignTenants, &f.ForeignRequestKeys,
+			&f.Evidence, &keys, &vals); err != nil {
+			return nil, fmt.Errorf("scan finding: %w", err)
+		}
+		f.Severity = Severity(sev)
+		f.TS, f.FirstTS, f.LastTS = f.TS.UTC(), f.FirstTS.UTC(), f.LastTS.UTC()
+		f.Details = make(map[string]string, len(keys))
+		for i, k := range keys {
+			if i < len(vals) {
+				f.Details[k] = vals[i]
+			}
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// LatestFindings returns the findings of each analyzer's latest run.
+func LatestFindings(ctx context.Context, db DB) ([]Finding, error) {
+	runs, err := Runs(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	latest := LatestRuns(runs)
+	ids := make([]string, 0, len(latest))
+	for _, r := range latest {
+		ids = append(ids, r.ID)
+	}
+	sort.Strings(ids)
+	fs, err := FindingsOfRuns(ctx, db, ids)
+	if err != nil {
+		return nil, err
+	}
+	// A finding is stored once per run; keep one copy per id.
+	seen := map[string]bool{}
+	out := fs[:0]
+	for _, f := range fs {
+		if !seen[f.ID] {
+			seen[f.ID] = true
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+const insertAffected = `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts,
+ last_ts, models, nodes, confidence, request_keys, finding_ids, created_at)`
+
+func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
+	if len(rec.Rows) == 0 {
+		return nil
+	}
+	b, err := db.PrepareBatch(ctx, insertAffected)
+	if err != nil {
+		return fmt.Errorf("prepare affected insert: %w", err)
+	}
+	for _, a := range rec.Rows {
+		if err := b.Append(rec.ID, rec.CaseID, a.Tenant, a.Role, uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
+			nonNil(a.Models), nonNil(a.Nodes), a.Confidence, nonNil(a.RequestKeys), nonNil(a.FindingIDs), rec.Created); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("append affected row %s/%s: %w", a.Role, a.Tenant, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert affected: %w", err)
+	}
+	return nil
+}
+
+const latestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`
+
+const affectedSQL = `SELECT reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models, nodes,
+ confidence, request_keys, finding_ids, created_at
+FROM affected
+WHERE reconstruction_id = ?
+ORDER BY affected_role, tenant`
+
+// LatestAffected reads the most recent reconstruction's rows.
+func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
+	rows, err := db.Query(ctx, latestReconstructionSQL)
+	if err != nil {
+		return nil, fmt.Errorf("find latest reconstruction: %w", err)
+	}
+	var id string
+	var at time.Time
+	for rows.Next() {
+		var rid string
+		var t time.Time
+		if err := rows.Scan(&rid, &t); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("scan reconstruction: %w", err)
+		}
+		if t.After(at) || (t.Equal(at) && rid > id) {
+			id, at = rid, t
+		}
+	}
+	rows.Close()
+	rec := &Reconstruction{ID: id, Created: at.UTC()}
+	if id == "" {
+		return rec, nil
+	}
+	rows, err = db.Query(ctx, affectedSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("read affected: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a AffectedRow
+		var n uint64
+		var created time.Time
+		if err := rows.Scan(&rec.ID, &rec.CaseID, &a.Tenant, &a.Role, &n, &a.First, &a.Last, &a.Models, &a.Nodes,
+			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created); err != nil {
+			return nil, fmt.Errorf("scan affected row: %w", err)
+		}
+		a.Requests = int(n)
+		a.First, a.Last = a.First.UTC(), a.Last.UTC()
+		rec.Rows = append(rec.Rows, a)
+	}
+	return rec, rows.Err()
+}

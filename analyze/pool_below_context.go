@@ -1,0 +1,105 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PoolBelowContext finds engine boots whose KV pool (and so the derived
+// max_req_input_len, reference §a4) is below the context length the model
+// is served with: during such a boot any prompt in [max_req_input_len,
+// context_len] passes the tokenizer's context check (§c2) and reaches the
+// scheduler's rejection path (§c1). On a PD prefill node that path ends in
+// the 1-token placeholder being transferred and decode reading stale pages,
+// so this is the check to run after every deployment change.
+type PoolBelowContext struct{}
+
+// Name implements Analyzer.
+func (*PoolBelowContext) Name() string { return "pool_below_context" }
+
+// Version implements Analyzer.
+func (*PoolBelowContext) Version() string { return "1" }
+
+// Params implements Analyzer.
+func (*PoolBelowContext) Params() any { return struct{}{} }
+
+// Analyze implements Analyzer.
+func (*PoolBelowContext) Analyze(_ context.Context, d *Dataset) ([]Finding, error) {
+	// Prompts in the gap per node, to say whether the window was hit.
+	type hit struct {
+		n, served int
+		lines     []uint64
+	}
+	var out []Finding
+	for _, node := range d.Boots.Nodes() {
+		for _, b := range d.Boots.ByNode[node] {
+			if !b.HasLimits || b.MaxReqInputLen+6 >= b.ContextLen {
+				continue
+			}
+			end := b.End()
+			if end.IsZero() || end.After(d.Window.To) {
+				end = d.Window.To
+			}
+			start := b.At
+			if start.Before(d.Window.From) {
+				start = d.Window.From
+			}
+			if !end.After(start) {
+				continue
+			}
+			var h hit
+			for _, f := range d.Facts {
+				if f.Prefill == nil || f.Prefill.Node != node || f.Prefill.Boot != b {
+					continue
+				}
+				if p := f.PromptTokens(); p >= b.Limit() && p <= b.ContextLen {
+					h.n++
+					if f.ClientSuccess() {
+						h.served++
+					}
+					if len(h.lines) < 20 && f.GW != nil {
+						h.lines = append(h.lines, f.GW.Line)
+					}
+				}
+			}
+			sev, conf := Medium, 0.95
+			what := "a PD prefill node: a prompt in the gap is replaced by a 1-token placeholder, one page is transferred and decode reads stale pages for the rest (#30233)"
+			switch {
+			case b.Role == "unified" || b.Mode == "null":
+				sev, what = Low, "a non-PD engine: such prompts get a 400 (correct behaviour), no cross-tenant risk"
+			case b.Role == "decode" || b.Mode == "decode":
+				sev, what = Low, "a decode node: such prompts fail decode preallocation (§c3)"
+			}
+			fd := Finding{
+				Severity: sev, Confidence: conf, TS: start, FirstTS: start, LastTS: end, DecodeDPRank: -1,
+				GroupKey: "boot:" + node + ":" + b.ID,
+				Title:    fmt.Sprintf("%s: KV pool below context length (max_req_input_len %s < context %s)", node, commas(b.MaxReqInputLen), commas(b.ContextLen)),
+				Explanation: fmt.Sprintf("%s booted %s with max_total_num_tokens %s, so max_req_input_len = min(context_len-1, pool-1)-5 = %s, below context_len %s. "+
+					"From %s to %s any prompt of %s..%s tokens hits the scheduler's rejection path on %s. "+
+					"Prompts in that range seen on this boot in the window: %d (%d answered with completion tokens).",
+					node, fmtTime(b.At), commas(b.MaxTotalTokens), commas(b.MaxReqInputLen), commas(b.ContextLen),
+					fmtTime(start), endText(b), commas(b.MaxReqInputLen), commas(b.ContextLen), what, h.n, h.served),
+				Evidence: append(append([]uint64{}, b.Lines...), h.lines...),
+				Details: map[string]string{"node": node, "role": b.Role, "boot_id": b.ID, "max_req_input_len": itoa(b.MaxReqInputLen),
+					"context_len": itoa(b.ContextLen), "max_total_num_tokens": itoa(b.MaxTotalTokens), "prompts_in_gap": fmt.Sprint(h.n),
+					"served_in_gap": fmt.Sprint(h.served)},
+				subject: "boot:" + node + ":" + b.ID + ":" + b.At.Format(time.RFC3339Nano),
+			}
+			if b.Role == "prefill" {
+				fd.PrefillNode = node
+			} else {
+				fd.DecodeNode = node
+			}
+			out = append(out, fd)
+		}
+	}
+	return out, nil
+}
+
+func endText(b *Boot) string {
+	if b.Next == nil {
+		return "the end of the data (still in force)"
+	}
+	return fmtTime(b.Next.At) + " (next boot)"
+}

@@ -1,0 +1,365 @@
+package analyze
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// Config holds the analyzer parameters (the `analyze` config section).
+type Config struct {
+	// LinkMargin widens the engine/transfer read around the window so a
+	// request that started inside it is linked to lines logged after it
+	// ended (long decodes, 300 s transfer timeouts, clock skew).
+	LinkMargin time.Duration
+	// Speed: impossible-speed fit (analyzer impossible_speed).
+	SpeedMinUncached uint64  // smallest uncached prompt judged
+	SpeedMADs        float64 // how many robust sigmas below the fit is impossible
+	SpeedMaxRatio    float64 // and at most this fraction of the fitted TTFT
+	SpeedSample      int     // points per node used for the fit
+	SpeedMinSamples  int     // fewer normal points: no fit, no finding
+	// AbortReuseWindow bounds how long after a decode-side abort a stalled
+	// transfer may still land in pages that were handed to other requests.
+	AbortReuseWindow time.Duration
+	// DeferredRelease: "off", "on" or "unknown". With it on, decode keeps
+	// aborted pages until the transfer ends; only "off" makes unconfirmed
+	// abort-reuse candidates MEDIUM (notifiable).
+	DeferredRelease string
+	// GapThreshold: silence on a node longer than this while the rest of
+	// the fleet logged is a completeness gap.
+	GapThreshold time.Duration
+
+	// ignorePages makes the analyzers act as if no page-level events
+	// existed (tests compare the estimated and the exact lineage on one
+	// ingest).
+	ignorePages bool
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		LinkMargin:       15 * time.Minute,
+		SpeedMinUncached: 8192,
+		SpeedMADs:        6,
+		SpeedMaxRatio:    0.25,
+		SpeedSample:      2000,
+		SpeedMinSamples:  30,
+		AbortReuseWindow: 60 * time.Second,
+		DeferredRelease:  "unknown",
+		GapThreshold:     10 * time.Minute,
+	}
+}
+
+// All returns every analyzer, configured by cfg, in run order.
+func All(cfg Config) []Analyzer {
+	return []Analyzer{
+		&PoolBelowContext{},
+		&OverThreshold{},
+		&RejectedServed{},
+		&TransferMismatch{},
+		&ImpossibleSpeed{MinUncached: cfg.SpeedMinUncached, MADs: cfg.SpeedMADs, MaxRatio: cfg.SpeedMaxRatio,
+			Sample: cfg.SpeedSample, MinSamples: cfg.SpeedMinSamples},
+		&AbortReuse{Window: cfg.AbortReuseWindow, DeferredRelease: cfg.DeferredRelease},
+		&MetadataCorruption{},
+		&TransferFailedOK{},
+		&Completeness{GapThreshold: cfg.GapThreshold},
+	}
+}
+
+// Names lists the analyzer names in run order.
+func Names() []string {
+	var out []string
+	for _, a := range All(DefaultConfig()) {
+		out = append(out, a.Name())
+	}
+	return out
+}
+
+// Dataset is what one run reads, loaded in bulk once and shared by the
+// analyzers (no per-request queries).
+type Dataset struct {
+	DB        DB
+	Window    Window
+	Cfg       Config
+	Boots     *Boots
+	Facts     []*Fact
+	ByRoom    map[uint64]*Fact
+	ByKey     map[string]*Fact
+	Engine    []*EngineEvent
+	Transfer  []*TransferEvent
+	Watermark time.Time
+	// Gaps are the completeness gaps per node (see Completeness).
+	Gaps []Gap
+
+	pages    *pageReplay
+	pagesErr error
+	pagesOK  bool
+}
+
+// Run is an immutable analyzer_runs record.
+type Run struct {
+	ID        string
+	Analyzer  string
+	Version   string
+	Params    string
+	Window    Window
+	Watermark time.Time
+	Started   time.Time
+	Finished  time.Time
+	Status    string
+	Findings  int
+	High      int
+	Error     string
+	Trigger   string
+	CaseID    string
+}
+
+// RunResult is one analyzer's run, its findings and which of them no
+// earlier run of the same analyzer version had recorded.
+type RunResult struct {
+	Run      Run
+	Findings []Finding
+	New      []Finding
+	Duration time.Duration
+}
+
+// Phase is a timed step of Runner.Run.
+type Phase struct {
+	Name     string
+	Duration time.Duration
+}
+
+// Report is what Runner.Run did.
+type Report struct {
+	Window         Window
+	Phases         []Phase
+	Runs           []RunResult
+	Reconstruction *Reconstruction
+}
+
+// Errors reports whether any analyzer run ended in ERROR.
+func (r *Report) Errors() bool {
+	for _, x := range r.Runs {
+		if x.Run.Status == StatusError {
+			return true
+		}
+	}
+	return false
+}
+
+// Runner runs analyzers over a window. A caller (the CLI, later `serve`)
+// can call Run repeatedly over [from, to) windows; RunResult.New holds the
+// findings that are new since the previous runs.
+type Runner struct {
+	DB        DB
+	Cfg       Config
+	Analyzers []Analyzer
+	// Endpoints maps gateway endpoints (http://10.0.0.11:30000) to node
+	// names. Optional: the endpoints ingest recorded from the sources
+	// manifest (table nodes), server_args and bootstrap_host fill the rest.
+	Endpoints map[string]string
+	Trigger   string // "cli", "serve", "case", "test"
+	// CaseID, when set, is recorded on the runs and the affected list, so a
+	// case shows the reconstruction made for it.
+	CaseID string
+	Log    *slog.Logger
+	// Now is the clock (tests pin it); nil means time.Now.
+	Now func() time.Time
+	// SkipReconstruct leaves the affected list alone.
+	SkipReconstruct bool
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// Select returns the analyzers named (all when names is empty).
+func Select(all []Analyzer, names []string) ([]Analyzer, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Analyzer
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(a Analyzer) bool { return a.Name() == n })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown analyzer %q (known: %v)", n, Names())
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// Load reads and links everything a run over w needs.
+func (r *Runner) Load(ctx context.Context, w Window) (*Dataset, error) {
+	from, to, wm, err := DataSpan(ctx, r.DB)
+	if err != nil {
+		return nil, err
+	}
+	if w.From.IsZero() {
+		w.From = from
+	}
+	if w.To.IsZero() {
+		w.To = to
+	}
+	if !w.To.After(w.From) {
+		return nil, fmt.Errorf("empty window %s", w)
+	}
+	cfg := r.Cfg
+	if cfg.LinkMargin <= 0 {
+		cfg.LinkMargin = DefaultConfig().LinkMargin
+	}
+	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wm}
+	if d.Boots, err = loadBoots(ctx, r.DB); err != nil {
+		return nil, err
+	}
+	gw, err := loadGateway(ctx, r.DB, w)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := w.From.Add(-cfg.LinkMargin), w.To.Add(cfg.LinkMargin)
+	if d.Engine, err = loadEngine(ctx, r.DB, lo, hi); err != nil {
+		return nil, err
+	}
+	if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
+		return nil, err
+	}
+	declared, err := loadNodeEndpoints(ctx, r.DB)
+	if err != nil {
+		return nil, err
+	}
+	for ep, n := range r.Endpoints { // the caller's mapping wins
+		declared[ep] = n
+	}
+	nodes := buildNodeMap(declared, d.Boots, d.Engine)
+	d.Facts = correlate(w, d.Boots, nodes, gw, d.Engine, d.Transfer)
+	d.ByRoom = make(map[uint64]*Fact, len(d.Facts))
+	d.ByKey = make(map[string]*Fact, len(d.Facts))
+	for _, f := range d.Facts {
+		if f.Room != 0 {
+			d.ByRoom[f.Room] = f
+		}
+		d.ByKey[f.Key] = f
+	}
+	if d.Gaps, err = findGaps(ctx, r.DB, w, cfg.GapThreshold); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Run loads the window once, builds request_facts, runs the selected
+// analyzers (each timed and recorded as its own run) and rebuilds the
+// affected list from the latest runs. It returns an error only when the
+// data could not be loaded or results could not be stored; an analyzer's
+// own failure is recorded as an ERROR run.
+func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, error) {
+	analyzers := r.Analyzers
+	if analyzers == nil {
+		analyzers = All(r.Cfg)
+	}
+	sel, err := Select(analyzers, names)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{}
+	t0 := time.Now()
+	d, err := r.Load(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	rep.Window = d.Window
+	rep.Phases = append(rep.Phases, Phase{"load+correlate", time.Since(t0)})
+	t0 = time.Now()
+	if err := SaveFacts(ctx, r.DB, d.Facts, uint64(r.now().UnixNano())); err != nil {
+		return nil, err
+	}
+	rep.Phases = append(rep.Phases, Phase{"save request_facts", time.Since(t0)})
+	for _, a := range sel {
+		res := r.RunAnalyzer(ctx, d, a)
+		if err := r.save(ctx, &res); err != nil {
+			return rep, err
+		}
+		rep.Runs = append(rep.Runs, res)
+		rep.Phases = append(rep.Phases, Phase{"analyzer " + a.Name(), res.Duration})
+		if r.Log != nil {
+			r.Log.Info("analyzer run", slog.String("analyzer", a.Name()), slog.String("status", res.Run.Status),
+				slog.Int("findings", res.Run.Findings), slog.Int("new", len(res.New)), slog.Duration("took", res.Duration))
+		}
+	}
+	if !r.SkipReconstruct {
+		t0 = time.Now()
+		rec, err := r.Reconstruct(ctx, d)
+		if err != nil {
+			return rep, err
+		}
+		rep.Reconstruction = rec
+		rep.Phases = append(rep.Phases, Phase{"reconstruct affected", time.Since(t0)})
+	}
+	return rep, nil
+}
+
+// RunAnalyzer runs one analyzer on a loaded dataset without storing
+// anything (benchmarks time it; Run stores the result).
+func (r *Runner) RunAnalyzer(ctx context.Context, d *Dataset, a Analyzer) RunResult {
+	params, _ := json.Marshal(a.Params())
+	run := Run{Analyzer: a.Name(), Version: a.Version(), Params: string(params), Window: d.Window,
+		Watermark: d.Watermark, Started: r.now(), Trigger: r.Trigger, CaseID: r.CaseID}
+	t0 := time.Now()
+	fs, err := a.Analyze(ctx, d)
+	dur := time.Since(t0)
+	run.Finished = r.now()
+	// Runs are unique executions: the nonce keeps two runs started in the
+	// same instant (pinned clocks, parallel callers) apart.
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	h := sha256.Sum256([]byte(run.Analyzer + "\x00" + run.Version + "\x00" + run.Params + "\x00" + d.Window.String() +
+		"\x00" + run.Started.Format(time.RFC3339Nano) + "\x00" + string(nonce[:])))
+	run.ID = hex.EncodeToString(h[:12])
+	res := RunResult{Run: run, Duration: dur}
+	if err != nil {
+		res.Run.Status, res.Run.Error = StatusError, err.Error()
+		return res
+	}
+	fs = finalize(a, fs)
+	markCompleteness(d, fs)
+	for i := range fs {
+		fs[i].RunID = run.ID
+		if fs[i].Severity == High {
+			res.Run.High++
+		}
+	}
+	res.Findings = fs
+	res.Run.Findings = len(fs)
+	res.Run.Status = StatusSuccess
+	if len(fs) == 0 {
+		res.Run.Status = StatusNoFindings
+	}
+	return res
+}
+
+// save records the run and its findings and sets res.New.
+func (r *Runner) save(ctx context.Context, res *RunResult) error {
+	known, err := knownFindingIDs(ctx, r.DB, res.Run.Analyzer, res.Run.Version)
+	if err != nil {
+		return err
+	}
+	for _, f := range res.Findings {
+		if !known[f.ID] {
+			res.New = append(res.New, f)
+		}
+	}
+	if err := saveFindings(ctx, r.DB, res.Findings, r.now()); err != nil {
+		res.Run.Status, res.Run.Error = StatusError, err.Error()
+		return errors.Join(err, saveRun(ctx, r.DB, res.Run))
+	}
+	return saveRun(ctx, r.DB, res.Run)
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/ingest"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newAnalyzeCmd, newFindingsCmd, newAffectedCmd)
+}
+
+// analyzeConfig maps the config section onto the analyzer parameters.
+func (a *app) analyzeConfig() analyze.Config {
+	c := a.cfg.Analyze
+	return analyze.Config{
+		LinkMargin: c.LinkMargin, SpeedMinUncached: c.SpeedMinUncachedTokens, SpeedMADs: c.SpeedMADs,
+		SpeedMaxRatio: c.SpeedMaxRatio, SpeedSample: c.SpeedSample, SpeedMinSamples: c.SpeedMinSamples,
+		AbortReuseWindow: c.AbortReuseWindow, DeferredRelease: c.DeferredRelease, GapThreshold: c.GapThreshold,
+	}
+}
+
+func parseTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, usageError{fmt.Errorf("--%s: %q is not a time (RFC 3339, \"2006-01-02 15:04:05\" UTC or a date)", flag, v)}
+}
+
+func newAnalyzeCmd(a *app) *cobra.Command {
+	var (
+		from, to, manifest string
+		names              []string
+	)
+	c := &cobra.Command{
+		Use:   "analyze [--from T --to T] [--analyzer NAME...]",
+		Short: "Run analyzers over a window, record runs and findings, rebuild the affected-customer list",
+		Long: `analyze links every client request across gateway, prefill, transfer and decode
+(request_facts), runs the analyzers (docs/analyzers.md) over requests that
+started in [--from, --to) (default: all data), records each run and its
+findings, and rebuilds the affected-customer list from the latest runs.
+
+Analyzers: ` + strings.Join(analyze.Names(), ", ") + `.
+It exits non-zero only when something failed, never because of findings.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := parseTime("from", from)
+			if err != nil {
+				return err
+			}
+			t, err := parseTime("to", to)
+			if err != nil {
+				return err
+			}
+			if _, err := analyze.Select(analyze.All(analyze.DefaultConfig()), names); err != nil {
+				return usageError{err}
+			}
+			var endpoints map[string]string
+			if manifest != "" {
+				srcs, err := ingest.LoadManifest(manifest)
+				if err != nil {
+					return usageError{err}
+				}
+				endpoints = map[string]string{}
+				for _, s := range srcs {
+					for _, ep := range s.Endpoints {
+						endpoints[ep] = s.Node
+					}
+				}
+			}
+			s, closeFn, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := a.migrate(cmd.Context(), s); err != nil {
+				return err
+			}
+			cfg := a.analyzeConfig()
+			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log}
+			rep, err := r.Run(cmd.Context(), analyze.Window{From: f, To: t}, names)
+			if rep != nil {
+				printReport(cmd.OutOrStdout(), rep)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Errors() {
+				return errors.New("one or more analyzers failed (see ERROR above)")
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&from, "from", "", "window start (UTC), inclusive; default: earliest data")
+	fl.StringVar(&to, "to", "", "window end (UTC), exclusive; default: latest data")
+	fl.StringSliceVar(&names, "analyzer", nil, "run only these analyzers (repeatable)")
+	fl.StringVar(&manifest, "manifest", "", "sources manifest whose endpoints name the nodes (optional)")
+	return c
+}
+
+func printReport(w io.Writer, rep *analyze.Report) {
+	fmt.Fprintf(w, "window %s\n\n", rep.Window)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ANALYZER\tVERSION\tSTATUS\tFINDINGS\tHIGH\tNEW\tTOOK\tRUN")
+	for _, r := range rep.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.Run.Analyzer, r.Run.Version, r.Run.Status, r.Run.Findings,
+			r.Run.High, len(r.New), r.Duration.Round(time.Millisecond), r.Run.ID)
+	}
+	_ = tw.Flush()
+	for _, r := range rep.Runs {
+		if r.Run.Status == analyze.StatusError {
+			fmt.Fprintf(w, "ERROR %s: %s\n", r.Run.Analyzer, r.Run.Error)
+		}
+	}
+	if rc := rep.Reconstruction; rc != nil {
+		n := map[string]int{}
+		for _, row := range rc.Rows {
+			n[row.Role]++
+		}
+		fmt.Fprintf(w, "\naffected list %s: %d tenants received foreign data, %d possibly exposed\n", rc.ID,
+			n[analyze.RoleReceived], n[analyze.RoleExposed])
+	}
+	fmt.Fprintln(w, "\ntimings:")
+	for _, p := range rep.Phases {
+		fmt.Fprintf(w, "  %-32s %s\n", p.Name, p.Duration.Round(time.Millisecond))
+	}
+}
+
+func checkFormat(f string) error {
+	switch f {
+	case "table", "json", "csv":
+		return nil
+	}
+	return usageError{fmt.Errorf("--format: %q must be table, json or csv", f)}
+}
+
+// findingJSON is the documented JSON line of `kvtrail findings` (docs/formats.md).
+type findingJSON struct {
+	FindingID          string            `json:"finding_id"`
+	RunID              string            `json:"run_id"`
+	Analyzer           string            `json:"analyzer"`
+	AnalyzerVersion    string            `json:"analyzer_version"`
+	Severity           string            `json:"severity"`
+	Confidence         float64           `json:"confidence"`
+	TS                 time.Time         `json:"ts"`
+	FirstTS            time.Time         `json:"first_ts"`
+	LastTS             time.Time         `json:"last_ts"`
+	RequestKey         string            `json:"request_key"`
+	RequestID          string            `json:"request_id"`
+	Tenant             string            `json:"tenant"`
+	BootstrapRoom      uint64            `json:"bootstrap_room"`
+	PrefillNode        string            `json:"prefill_node"`
+	DecodeNode         string            `json:"decode_node"`
+	DecodeDPRank       int16             `json:"decode_dp_rank"`
+	RIDs               []string          `json:"rids"`
+	Title              string            `json:"title"`
+	Explanation        string            `json:"explanation"`
+	GroupKey           string            `json:"group_key"`
+	ForeignTenants     []string          `json:"foreign_tenants"`
+	ForeignRequestKeys []string          `json:"foreign_request_keys"`
+	EvidenceLineIDs    []string          `json:"evidence_line_ids"`
+	Details            map[string]string `json:"details"`
+}
+
+func u64s(v []uint64) []string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = fmt.Sprint(x)
+	}
+	return out
+}
+
+func newFindingsCmd(a *app) *cobra.Command {
+	var severity, format string
+	c := &cobra.Command{
+		Use:   "findings [--severity S] [--format table|json|csv]",
+		Short: "Print the findings of each analyzer's latest run",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			sev := strings.ToUpper(severity)
+			if sev != "" && analyze.Severity(sev).Rank() >= len(analyze.Severities) {
+				return usageError{fmt.Errorf("--severity: %q must be HIGH, MEDIUM, LOW or NOTE", severity)}
+			}
+			s, closeFn, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := a.migrate(cmd.Context(), s); err != nil {
+				return err
+			}
+			fs, err := analyze.LatestFindings(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			var out []findingJSON
+			for _, f := range fs {
+				if sev != "" && string(f.Severity) != sev {
+					continue
+				}
+				out = append(out, findingJSON{f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion, string(f.Severity), f.Confidence,
+					f.TS, f.FirstTS, f.LastTS, f.RequestKey, f.GatewayRequestID, f.Tenant, f.Room, f.PrefillNode, f.DecodeNode,
+					f.DecodeDPRank, nonNilS(f.RIDs), f.Title, f.Explanation, f.GroupKey, nonNilS(f.ForeignTenants),
+					nonNilS(f.ForeignRequestKeys), u64s(f.Evidence), f.Details})
+			}
+			w := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				return writeJSONLines(w, out)
+			case "csv":
+				cw := csv.NewWriter(w)
+				_ = cw.Write([]string{"finding_id", "analyzer", "analyzer_version", "severity", "confidence", "ts", "request_id",
+					"tenant", "bootstrap_room", "prefill_node", "decode_node", "title", "explanation", "evidence_line_ids"})
+				for _, f := range out {
+					_ = cw.Write([]string{f.FindingID, f.Analyzer, f.AnalyzerVersion, f.Severity, fmt.Sprintf("%.2f", f.Confidence),
+						f.TS.Format(time.RFC3339), f.RequestID, f.Tenant, fmt.Sprint(f.BootstrapRoom), f.PrefillNode, f.DecodeNode,
+						f.Title, f.Explanation, strings.Join(f.EvidenceLineIDs, " ")})
+				}
+				cw.Flush()
+				return cw.Error()
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "SEVERITY\tCONF\tANALYZER\tTIME\tTENANT\tREQUEST\tTITLE")
+			for _, f := range out {
+				fmt.Fprintf(tw, "%s\t%.2f\t%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Confidence, f.Analyzer,
+					f.TS.Format("2006-01-02 15:04:05"), f.Tenant, f.RequestKey, f.Title)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&severity, "severity", "", "only this severity: HIGH, MEDIUM, LOW or NOTE")
+	c.Flags().StringVar(&format, "format", "table", "table, json (one object per line) or csv")
+	return c
+}
+
+// affectedJSON is the documented JSON line of `kvtrail affected`.
+type affectedJSON struct {
+	ReconstructionID string    `json:"reconstruction_id"`
+	Tenant           string    `json:"tenant"`
+	Role             string    `json:"role"`
+	Requests         int       `json:"requests"`
+	FirstTS          time.Time `json:"first_ts"`
+	LastTS           time.Time `json:"last_ts"`
+	Models           []string  `json:"models"`
+	Nodes            []string  `json:"nodes"`
+	Confidence       float64   `json:"confidence"`
+	RequestKeys      []string  `json:"request_keys"`
+	FindingIDs       []string  `json:"finding_ids"`
+}
+
+func newAffectedCmd(a *app) *cobra.Command {
+	var role, format string
+	c := &cobra.Command{
+		Use:   "affected [--role received|exposed] [--format table|json|csv]",
+		Short: "Print the latest affected-customer list (the notification list)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format); err != nil {
+				return err
+			}
+			if role != "" && role != analyze.RoleReceived && role != analyze.RoleExposed {
+				return usageError{fmt.Errorf("--role: %q must be received or exposed", role)}
+			}
+			s, closeFn, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := a.migrate(cmd.Context(), s); err != nil {
+				return err
+			}
+			rec, err := analyze.LatestAffected(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
+			var out []affectedJSON
+			for _, r := range rec.Rows {
+				if role != "" && r.Role != role {
+					continue
+				}
+				out = append(out, affectedJSON{rec.ID, r.Tenant, r.Role, r.Requests, r.First, r.Last, nonNilS(r.Models),
+					nonNilS(r.Nodes), r.Confidence, nonNilS(r.RequestKeys), nonNilS(r.FindingIDs)})
+			}
+			w := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				return writeJSONLines(w, out)
+			case "csv":
+				cw := csv.NewWriter(w)
+				_ = cw.Write([]string{"reconstruction_id", "tenant", "role", "requests", "first_ts", "last_ts", "models", "nodes",
+					"confidence", "request_keys", "finding_ids"})
+				for _, r := range out {
+					_ = cw.Write([]string{r.ReconstructionID, r.Tenant, r.Role, fmt.Sprint(r.Requests), r.FirstTS.Format(time.RFC3339),
+						r.LastTS.Format(time.RFC3339), strings.Join(r.Models, " "), strings.Join(r.Nodes, " "),
+						fmt.Sprintf("%.2f", r.Confidence), strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " ")})
+				}
+				cw.Flush()
+				return cw.Error()
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ROLE\tTENANT\tREQUESTS\tFIRST\tLAST\tCONF\tNODES\tMODELS")
+			for _, r := range out {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%s\n", r.Role, r.Tenant, r.Requests,
+					r.FirstTS.Format("2006-01-02 15:04:05"), r.LastTS.Format("2006-01-02 15:04:05"), r.Confidence,
+					strings.Join(r.Nodes, ","), strings.Join(r.Models, ","))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&role, "role", "", "only this role: received or exposed")
+	c.Flags().StringVar(&format, "format", "table", "table, json (one object per line) or csv")
+	return c
+}
+
+func writeJSONLines[T any](w io.Writer, rows []T) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nonNilS(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
