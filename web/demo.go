@@ -1,6 +1,9 @@
 package web
 
 import (
+	"context"
+	"time"
+
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kvtrail/kvtrail/internal/config"
@@ -18,4 +21,27 @@ func DemoUser() (config.User, error) {
 		return config.User{}, err
 	}
 	return config.User{Name: "demo", Role: "admin", PasswordHash: config.Secret(h)}, nil
+}
+
+// SeedCase opens a case for the demo unless one with the same name exists,
+// and returns it. The demo's first page is this case, on the simulated
+// incident.
+func SeedCase(ctx context.Context, conn Conn, name string, from, to time.Time, notes, by string) (Case, error) {
+	st := chStore{c: conn}
+	cases, err := st.ListCases(ctx)
+	if err != nil {
+		return Case{}, err
+	}
+	for _, c := range cases {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	now := time.Now().UTC()
+	c := Case{ID: newID("case-"), Name: name, From: from.UTC(), To: to.UTC(), Notes: notes, Status: "open",
+		CreatedBy: by, CreatedAt: now, UpdatedAt: now, Version: uint64(now.UnixNano())}
+	if err := st.SaveCase(ctx, c); err != nil {
+		return Case{}, err
+	}
+	return c, nil
 }

@@ -45,7 +45,8 @@ func newServeCmd(a *app) *cobra.Command {
 func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string)) error {
 	reg := prometheus.NewRegistry()
 	router, err := web.NewServer(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg,
-		Conn: s, Auth: a.cfg.Auth, ExportDir: filepath.Join(filepath.Dir(a.cfg.Local.DataDir), "exports")})
+		Conn: s, Auth: a.cfg.Auth, ExportDir: filepath.Join(filepath.Dir(a.cfg.Local.DataDir), "exports"),
+		Analyzer: caseAnalyzer{db: s, cfg: a.analyzeConfig(), log: a.log}})
 	if err != nil {
 		return err
 	}
@@ -54,6 +55,11 @@ func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string
 		return err
 	}
 	defer closeIngest()
+	stopAlerts, err := a.startAlerts(ctx, s, reg)
+	if err != nil {
+		return err
+	}
+	defer stopAlerts()
 	ln, err := net.Listen("tcp", a.cfg.Serve.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Serve.Addr, err)

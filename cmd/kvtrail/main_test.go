@@ -231,7 +231,7 @@ func TestServeManagedClickHouseLifecycle(t *testing.T) {
 
 	// Same data dir again: the schema from the first run is still there,
 	// so this run applies nothing. Then kill -9: the server must die too.
-	cmd, chPID2, logs2 := startServe(t, dataDir, "demo")
+	cmd, chPID2, logs2 := startServe(t, dataDir, "demo", "--scale", "0.02")
 	_ = cmd.Process.Kill()
 	secondLogs := logs2()
 	_ = cmd.Wait()
