@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/bench"
 	"github.com/kvtrail/kvtrail/simulate"
@@ -17,7 +18,7 @@ var benchCommands []func(*app) *cobra.Command
 
 func newBenchCmd(a *app) *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure kvtrail against baselines in the same run"}
-	c.AddCommand(newBenchIngestCmd(a))
+	c.AddCommand(newBenchIngestCmd(a), newBenchAnalyzeCmd(a))
 	for _, f := range benchCommands {
 		c.AddCommand(f(a))
 	}
@@ -82,6 +83,78 @@ prints lines/s for both and their ratio.`,
 	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario to generate")
 	c.Flags().Float64Var(&scale, "scale", 0.2, "simulator scale")
 	c.Flags().StringVar(&dir, "dir", "", "use this existing dataset (a directory with sources.yaml) instead of simulating")
+	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
+	return c
+}
+
+func newBenchAnalyzeCmd(a *app) *cobra.Command {
+	var scenario string
+	var scale float64
+	var keep bool
+	c := &cobra.Command{
+		Use:   "analyze",
+		Short: "Time each analyzer and the affected reconstruction against one ClickHouse scan of the same data",
+		Long: `bench analyze simulates a dataset (scenario, scale; 1M requests is
+incident-2026 at --scale 10), ingests it into a fresh database, then times
+loading the window, each analyzer and the affected-customer reconstruction,
+and, as the baseline in the same run, one count() over each table the run
+reads with the analyzers' filters.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			dir, err := os.MkdirTemp("", "kvtrail-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			w := cmd.OutOrStdout()
+			sum, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: dir})
+			if err != nil {
+				return fmt.Errorf("simulate: %w", err)
+			}
+			fmt.Fprintf(w, "dataset: %s scale %g, %d requests\n", scenario, scale, sum.Requests)
+			sources, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
+			if err != nil {
+				return err
+			}
+			a.cfg.ClickHouse.Database = fmt.Sprintf("kvtrail_bench_%d", os.Getpid())
+			s, closeFn, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if !keep {
+				defer func() { _ = s.Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database()) }()
+			}
+			if err := a.migrate(ctx, s); err != nil {
+				return err
+			}
+			isum, err := ingest.New(s, ingest.Options{Logger: a.log}).Ingest(ctx, sources)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "ingested %d records in %.1fs\n\n", isum.Total.Records, isum.Seconds)
+			res, err := bench.Analyze(ctx, s, a.analyzeConfig(), analyze.Window{})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "window %s, %d request facts\n", res.Window, res.Requests)
+			fmt.Fprintf(w, "  %-38s %9.3fs\n", "load + correlate + save request_facts", res.Load.Seconds())
+			for _, x := range res.Analyzers {
+				fmt.Fprintf(w, "  %-38s %9.3fs  (%d findings)\n", "analyzer "+x.Name, x.Duration.Seconds(), x.Rows)
+			}
+			fmt.Fprintf(w, "  %-38s %9.3fs  (%d rows)\n", "affected reconstruction", res.Reconstr.Seconds(), res.Tenants)
+			fmt.Fprintf(w, "  %-38s %9.3fs\n\nbaseline: one ClickHouse scan per table with the same filters\n", "total", res.Total().Seconds())
+			for _, x := range res.Scans {
+				fmt.Fprintf(w, "  %-38s %9.3fs  (%d rows)\n", x.Name, x.Duration.Seconds(), x.Rows)
+			}
+			fmt.Fprintf(w, "  %-38s %9.3fs\n\nratio analysis/scan: %.1f\n", "total", res.ScanTotal().Seconds(),
+				res.Total().Seconds()/res.ScanTotal().Seconds())
+			return nil
+		},
+	}
+	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario")
+	c.Flags().Float64Var(&scale, "scale", 0.5, "simulator scale (incident-2026: ~100k requests per 1.0)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
 	return c
 }
