@@ -21,9 +21,9 @@ import (
 
 // Options tune the pipeline. Zero values mean the defaults.
 type Options struct {
-	// BatchRecords flushes a batch after this many records (default 50,000).
+	// BatchRecords flushes a batch after this many records (default 25,000).
 	BatchRecords int
-	// BatchBytes flushes a batch after this much raw text (default 16 MiB);
+	// BatchBytes flushes a batch after this much raw text (default 8 MiB);
 	// with BatchRecords it bounds memory (the driver holds an encoded and
 	// a compressed copy of each insert).
 	BatchBytes int
@@ -53,10 +53,10 @@ type Progress interface {
 
 func (o *Options) defaults() {
 	if o.BatchRecords <= 0 {
-		o.BatchRecords = 50_000
+		o.BatchRecords = 25_000
 	}
 	if o.BatchBytes <= 0 {
-		o.BatchBytes = 16 << 20
+		o.BatchBytes = 8 << 20
 	}
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 2 * time.Second

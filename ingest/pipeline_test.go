@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KVTRAIL_INGEST_CHILD") != "" {
 		os.Exit(childIngest())
 	}
+	if os.Getenv("KVTRAIL_INGEST_MEMCHILD") != "" {
+		os.Exit(memoryChild())
+	}
 	testdb.Main(m)
 }
 

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,25 +55,30 @@ func write(ctx context.Context, s Store, b *Batch) error {
 		apply func(driver.Batch) error
 	}{
 		{"raw_lines", len(b.raw), insertRaw, func(x driver.Batch) error {
-			for _, r := range b.raw {
-				keys, vals := r.attrKeys, r.attrValues
-				if keys == nil {
-					keys, vals = []string{}, []string{}
-				}
-				if err := x.Append(chTime(r.ts), tsNS(r.ts), r.node, r.role, r.format, r.source, r.digest, r.offset, r.lineNo,
-					r.lineID, r.kind, r.status, r.reason, r.rid, r.room, r.line, keys, vals, now); err != nil {
-					return err
-				}
+			// Columnar: one Append per column instead of reflection per
+			// row; raw_lines is the biggest insert by far.
+			n := len(b.raw)
+			ts, tsns := make([]time.Time, n), make([]uint64, n)
+			node, role, format, source, digest := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			off, lineNo, lineID, room := make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n)
+			kind, status, reason, rid, line := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			keys, vals, at := make([][]string, n), make([][]string, n), make([]time.Time, n)
+			for i, r := range b.raw {
+				ts[i], tsns[i] = chTime(r.ts), tsNS(r.ts)
+				node[i], role[i], format[i], source[i], digest[i] = r.node, r.role, r.format, r.source, r.digest
+				off[i], lineNo[i], lineID[i], room[i] = r.offset, r.lineNo, r.lineID, r.room
+				kind[i], status[i], reason[i], rid[i], line[i] = r.kind, r.status, r.reason, r.rid, r.line
+				keys[i], vals[i], at[i] = orEmpty(r.attrKeys), orEmpty(r.attrValues), now
 			}
-			return nil
+			return appendColumns(x, ts, tsns, node, role, format, source, digest, off, lineNo, lineID, kind, status, reason, rid, room, line, keys, vals, at)
 		}},
 		{"id_index", len(b.ids), insertIDs, func(x driver.Batch) error {
-			for _, r := range b.ids {
-				if err := x.Append(r.id, r.kind, r.node, chTime(r.ts), r.lineID); err != nil {
-					return err
-				}
+			n := len(b.ids)
+			id, kind, node, ts, lineID := make([]string, n), make([]string, n), make([]string, n), make([]time.Time, n), make([]uint64, n)
+			for i, r := range b.ids {
+				id[i], kind[i], node[i], ts[i], lineID[i] = r.id, r.kind, r.node, chTime(r.ts), r.lineID
 			}
-			return nil
+			return appendColumns(x, id, kind, node, ts, lineID)
 		}},
 		{"node_boots", len(b.boots), insertBoots, func(x driver.Batch) error {
 			for _, r := range b.boots {
@@ -142,21 +148,16 @@ func write(ctx context.Context, s Store, b *Batch) error {
 			return nil
 		}},
 		{"metric_samples", len(b.metrics), insertMetrics, func(x driver.Batch) error {
-			for _, r := range b.metrics {
+			n := len(b.metrics)
+			ts, ms, node, name, series := make([]time.Time, n), make([]uint64, n), make([]string, n), make([]string, n), make([]uint64, n)
+			keys, vals, value, source, at := make([][]string, n), make([][]string, n), make([]float64, n), make([]string, n), make([]time.Time, n)
+			for i, r := range b.metrics {
 				m := r.m
-				keys, vals := m.LabelKeys, m.LabelValues
-				if keys == nil {
-					keys, vals = []string{}, []string{}
-				}
-				ms := m.TSMs
-				if ms < 0 {
-					ms = 0
-				}
-				if err := x.Append(chTime(m.TS), uint64(ms), r.node, m.Name, m.SeriesID, keys, vals, m.Value, r.source, now); err != nil {
-					return err
-				}
+				ts[i], ms[i] = chTime(m.TS), uint64(max(m.TSMs, 0))
+				node[i], name[i], series[i] = r.node, m.Name, m.SeriesID
+				keys[i], vals[i], value[i], source[i], at[i] = orEmpty(m.LabelKeys), orEmpty(m.LabelValues), m.Value, r.source, now
 			}
-			return nil
+			return appendColumns(x, ts, ms, node, name, series, keys, vals, value, source, at)
 		}},
 		{"page_events", len(b.pages), insertPages, func(x driver.Batch) error {
 			for _, r := range b.pages {
@@ -172,23 +173,56 @@ func write(ctx context.Context, s Store, b *Batch) error {
 			return nil
 		}},
 	}
-	for _, st := range steps {
-		if st.n == 0 {
-			continue
+	// raw_lines (the bulk) goes on its own connection while the typed
+	// tables are written on another: the client's encoding and the
+	// server's insert work overlap.
+	type step = struct {
+		name  string
+		n     int
+		sql   string
+		apply func(driver.Batch) error
+	}
+	run := func(list []step) error {
+		for _, st := range list {
+			if st.n == 0 {
+				continue
+			}
+			x, err := s.PrepareBatch(ctx, st.sql)
+			if err != nil {
+				return fmt.Errorf("prepare insert into %s: %w", st.name, err)
+			}
+			if err := st.apply(x); err != nil {
+				_ = x.Abort()
+				return fmt.Errorf("append to %s: %w", st.name, err)
+			}
+			if err := x.Send(); err != nil {
+				return fmt.Errorf("insert %d rows into %s: %w", st.n, st.name, err)
+			}
 		}
-		x, err := s.PrepareBatch(ctx, st.sql)
-		if err != nil {
-			return fmt.Errorf("prepare insert into %s: %w", st.name, err)
-		}
-		if err := st.apply(x); err != nil {
-			_ = x.Abort()
-			return fmt.Errorf("append to %s: %w", st.name, err)
-		}
-		if err := x.Send(); err != nil {
-			return fmt.Errorf("insert %d rows into %s: %w", st.n, st.name, err)
+		return nil
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- run(steps[:1]) }()
+	err := run(steps[1:])
+	return errors.Join(<-errc, err)
+}
+
+// appendColumns appends one slice per column, in the INSERT's column order.
+func appendColumns(x driver.Batch, cols ...any) error {
+	for i, c := range cols {
+		if err := x.Column(i).Append(c); err != nil {
+			return fmt.Errorf("column %d: %w", i, err)
 		}
 	}
 	return nil
+}
+
+// orEmpty turns a nil slice into an empty one (an empty Array).
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func boolU8(b bool) uint8 {
