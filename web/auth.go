@@ -38,13 +38,15 @@ const (
 	permCaseWrite             // create and edit cases, legal hold, analyzer runs
 	permExport                // notification-list exports: create, read, download
 	permAudit                 // read the audit log
+	permIngest                // push log lines (Loki push, NDJSON)
 )
 
 var rolePerms = map[string]map[perm]bool{
 	"viewer":     {permRead: true},
 	"responder":  {permRead: true, permCaseWrite: true},
 	"compliance": {permRead: true, permCaseWrite: true, permExport: true},
-	"admin":      {permRead: true, permCaseWrite: true, permExport: true, permAudit: true},
+	"admin":      {permRead: true, permCaseWrite: true, permExport: true, permAudit: true, permIngest: true},
+	"ingester":   {permIngest: true},
 }
 
 // Principal is who is making a request.

@@ -12,6 +12,7 @@ import (
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/ingest/push"
 	"github.com/kvtrail/kvtrail/ingest/spool"
+	"github.com/kvtrail/kvtrail/web"
 )
 
 // mountIngest adds the push endpoints (Loki push protocol and NDJSON) to
@@ -29,8 +30,19 @@ func (a *app) mountIngest(ctx context.Context, r *gin.Engine, store ingest.Store
 	sink := ingest.NewPushSink(store, sp, a.log)
 	lim := push.Limits{MaxCompressedBytes: cfg.MaxBodyBytes, MaxDecompressedBytes: cfg.MaxDecompressedBytes}
 	m := newPushMetrics(reg, sp)
-	r.POST("/loki/api/v1/push", gin.WrapH(push.Handler(push.KindLoki, lim, sink, a.log, push.WithMetrics(m))))
-	r.POST("/ingest/v1/lines", gin.WrapH(push.Handler(push.KindNDJSON, lim, sink, a.log, push.WithMetrics(m))))
+	var guard []gin.HandlerFunc
+	if cfg.RequireToken {
+		auth, err := web.IngestAuth(a.cfg.Auth)
+		if err != nil {
+			_ = sp.Close()
+			return nil, err
+		}
+		guard = append(guard, auth)
+	} else {
+		a.log.Warn("push endpoints accept anonymous pushes (ingest.require_token is false)")
+	}
+	r.POST("/loki/api/v1/push", append(guard, gin.WrapH(push.Handler(push.KindLoki, lim, sink, a.log, push.WithMetrics(m))))...)
+	r.POST("/ingest/v1/lines", append(guard, gin.WrapH(push.Handler(push.KindNDJSON, lim, sink, a.log, push.WithMetrics(m))))...)
 	go sink.RunDrain(ctx, cfg.FlushInterval*2)
 	return func() { _ = sp.Close() }, nil
 }

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Roles known to the UI and API, from least to most privileged. What each may
-// do is decided in web/ (docs/ui.md); config only checks the names.
-var Roles = []string{"viewer", "responder", "compliance", "admin"}
+// Roles known to the UI and API, from least to most privileged, plus
+// "ingester", the role of log shippers' tokens (it may only push). What each
+// may do is decided in web/ (docs/ui.md); config only checks the names.
+var Roles = []string{"viewer", "responder", "compliance", "admin", "ingester"}
 
 // Auth configures the users, API tokens and sessions of the UI and API
 // (owned by web/). Secrets are never stored in clear: passwords and tokens

@@ -18,6 +18,10 @@ type Ingest struct {
 	MaxDecompressedBytes int64 `mapstructure:"max_decompressed_bytes" yaml:"max_decompressed_bytes"`
 	// FlushInterval is how often buffered pushed lines are written.
 	FlushInterval time.Duration `mapstructure:"flush_interval" yaml:"flush_interval"`
+	// RequireToken makes every push carry an API token of role ingester
+	// or admin (bearer, or basic auth password). Turning it off accepts
+	// anonymous pushes: only for a serve bound to loopback.
+	RequireToken bool `mapstructure:"require_token" yaml:"require_token"`
 }
 
 func defaultIngest() Ingest {
@@ -27,6 +31,7 @@ func defaultIngest() Ingest {
 		MaxBodyBytes:         10 << 20,
 		MaxDecompressedBytes: 100 << 20,
 		FlushInterval:        time.Second,
+		RequireToken:         true,
 	}
 }
 

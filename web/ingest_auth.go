@@ -1,0 +1,58 @@
+package web
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/internal/config"
+)
+
+// IngestAuth guards the push endpoints: every push must carry an API token
+// whose role may push ("ingester" or "admin"), as a bearer token or as the
+// password of HTTP basic auth (what promtail, Alloy, Vector and Fluent Bit
+// can send). Failures are rate limited like logins and never echo the
+// request. Pushed lines become forensic evidence, so an anonymous push would
+// let anyone plant it.
+func IngestAuth(cfg config.Auth) (gin.HandlerFunc, error) {
+	a, err := newAuthenticator(cfg, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	return func(c *gin.Context) {
+		tok := ""
+		if h := c.GetHeader("Authorization"); h != "" {
+			if b, ok := strings.CutPrefix(h, "Bearer "); ok {
+				tok = strings.TrimSpace(b)
+			} else if b, ok := strings.CutPrefix(h, "Basic "); ok {
+				if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b)); err == nil {
+					if _, pw, ok := strings.Cut(string(raw), ":"); ok {
+						tok = pw
+					}
+				}
+			}
+		}
+		addr := clientAddr(c)
+		if !a.limiter.allowed(addr, "") {
+			c.AbortWithStatusJSON(http.StatusTooManyRequests, gin.H{"error": "too many failed attempts"})
+			return
+		}
+		e, ok := a.checkToken(tok)
+		if !ok {
+			a.limiter.fail(addr, "")
+			c.Header("WWW-Authenticate", `Bearer realm="kvtrail ingest"`)
+			c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "an ingester or admin API token is required"})
+			return
+		}
+		p := &Principal{Name: e.name, Role: e.role, Via: "token"}
+		if !p.Can(permIngest) {
+			c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "this token may not push"})
+			return
+		}
+		c.Set(principalKey, p)
+		c.Next()
+	}, nil
+}
