@@ -192,7 +192,10 @@ func estimateLineage(ctx context.Context, d *Dataset, placeholder, noWrite map[u
 }
 
 // estPool is a lowest-first page allocator (page 0 is SGLang's reserved
-// padding page).
+// padding page). simulate/allocator.go models the same allocator; the two
+// are kept apart on purpose: this is the analyzer's own reading of SGLang's
+// behaviour, and sharing code with the simulator would let one mistake
+// make the accuracy tests agree with themselves.
 type estPool struct {
 	free   []uint64
 	nfree  int

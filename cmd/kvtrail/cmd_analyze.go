@@ -82,14 +82,11 @@ It exits non-zero only when something failed, never because of findings.`,
 					}
 				}
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			cfg := a.analyzeConfig()
 			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log}
 			rep, err := r.Run(cmd.Context(), analyze.Window{From: f, To: t}, names)
@@ -198,14 +195,11 @@ func newFindingsCmd(a *app) *cobra.Command {
 			if sev != "" && analyze.Severity(sev).Rank() >= len(analyze.Severities) {
 				return usageError{fmt.Errorf("--severity: %q must be HIGH, MEDIUM, LOW or NOTE", severity)}
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			fs, err := analyze.LatestFindings(cmd.Context(), s)
 			if err != nil {
 				return err
@@ -277,14 +271,11 @@ func newAffectedCmd(a *app) *cobra.Command {
 			if role != "" && role != analyze.RoleReceived && role != analyze.RoleExposed {
 				return usageError{fmt.Errorf("--role: %q must be received or exposed", role)}
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			rec, err := analyze.LatestAffected(cmd.Context(), s)
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/bench"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -54,18 +56,11 @@ prints lines/s for both and their ratio.`,
 			if err != nil {
 				return err
 			}
-			a.cfg.ClickHouse.Database = fmt.Sprintf("kvtrail_bench_%d", os.Getpid())
-			s, closeFn, err := a.openStore(ctx)
+			s, closeFn, err := a.benchStore(ctx, keep)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if !keep {
-				defer func() { _ = s.Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database()) }()
-			}
-			if err := a.migrate(ctx, s); err != nil {
-				return err
-			}
 			res, err := bench.Ingest(ctx, s, a.chAddrs[0], sources, ingest.Options{Logger: a.log})
 			if err != nil {
 				return err
@@ -117,18 +112,11 @@ reads with the analyzers' filters.`,
 			if err != nil {
 				return err
 			}
-			a.cfg.ClickHouse.Database = fmt.Sprintf("kvtrail_bench_%d", os.Getpid())
-			s, closeFn, err := a.openStore(ctx)
+			s, closeFn, err := a.benchStore(ctx, keep)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if !keep {
-				defer func() { _ = s.Exec(ctx, "DROP DATABASE IF EXISTS "+s.Database()) }()
-			}
-			if err := a.migrate(ctx, s); err != nil {
-				return err
-			}
 			isum, err := ingest.New(s, ingest.Options{Logger: a.log}).Ingest(ctx, sources)
 			if err != nil {
 				return err
@@ -160,3 +148,19 @@ reads with the analyzers' filters.`,
 }
 
 func init() { extraCommands = append(extraCommands, newBenchCmd) }
+
+// benchStore opens a fresh, migrated database for one benchmark run; the
+// returned func drops it (unless keep) and closes the store.
+func (a *app) benchStore(ctx context.Context, keep bool) (*chstore.Store, func(), error) {
+	a.cfg.ClickHouse.Database = fmt.Sprintf("kvtrail_bench_%d", os.Getpid())
+	s, closeFn, err := a.openMigrated(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() {
+		if !keep {
+			_ = s.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+s.Database())
+		}
+		closeFn()
+	}, nil
+}

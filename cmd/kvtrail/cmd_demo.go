@@ -40,14 +40,11 @@ ingested.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
-			s, closeFn, err := a.openStore(ctx)
+			s, closeFn, err := a.openMigrated(ctx)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(ctx, s); err != nil {
-				return err
-			}
 			dir := filepath.Join(filepath.Dir(a.cfg.Local.DataDir), "demo-incident")
 			truth, err := a.demoData(ctx, out, dir, scale, seed)
 			if err != nil {

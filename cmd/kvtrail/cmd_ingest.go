@@ -80,14 +80,11 @@ flags that apply to every PATH.`,
 					}
 				}
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			opts := ingest.Options{Force: force, Logger: a.log}
 			if !asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
 				opts.Progress = &barProgress{}

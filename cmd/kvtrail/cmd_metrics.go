@@ -70,14 +70,11 @@ scrape interval to copy every sample. The node of a series is the value of
 			if r.NodeMap, err = promimport.ParseNodeMap(nodeMap); err != nil {
 				return usageError{fmt.Errorf("--node-map: %w", err)}
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			im := &promimport.Importer{Store: s, CallTimeout: timeout, Logger: a.log}
 			start := time.Now()
 			st, importErr := im.ImportRange(cmd.Context(), promURL, r)
@@ -147,14 +144,11 @@ single round and fails if any target failed. Ctrl-C stops it.`,
 				}
 				sc.Targets = append(sc.Targets, tg)
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			counters := &promimport.Counters{}
 			sc.Store, sc.Hooks = s, counters
 			if once {

@@ -24,14 +24,11 @@ func newServeCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			s, closeFn, err := a.openStore(ctx)
+			s, closeFn, err := a.openMigrated(ctx)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(ctx, s); err != nil {
-				return err
-			}
 			return a.serve(ctx, s, nil)
 		},
 	}
