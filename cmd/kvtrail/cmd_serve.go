@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,7 +41,7 @@ func newServeCmd(a *app) *cobra.Command {
 func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string)) error {
 	reg := prometheus.NewRegistry()
 	router, err := web.NewServer(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg,
-		Conn: s, Auth: a.cfg.Auth, ExportDir: filepath.Join(filepath.Dir(a.cfg.Local.DataDir), "exports"),
+		Conn: s, Auth: a.cfg.Auth, ExportDir: a.cfg.Serve.ExportDir,
 		Analyzer: caseAnalyzer{db: s, cfg: a.analyzeConfig(), log: a.log}})
 	if err != nil {
 		return err

@@ -72,6 +72,9 @@ type Local struct {
 type Serve struct {
 	Addr            string        `mapstructure:"addr" yaml:"addr"`
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+	// ExportDir holds notification-list exports (CSV, JSON, PDFs and
+	// their manifests) until they are downloaded and archived.
+	ExportDir string `mapstructure:"export_dir" yaml:"export_dir"`
 }
 
 // Log configures kvtrail's own logs (never customer log content).
@@ -98,6 +101,7 @@ func Default() Config {
 		Serve: Serve{
 			Addr:            "127.0.0.1:8080",
 			ShutdownTimeout: 10 * time.Second,
+			ExportDir:       "./var/exports",
 		},
 		Log:     Log{Level: "info", Format: "text"},
 		Ingest:  defaultIngest(),
@@ -152,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkHostPort(c.Serve.Addr); err != nil {
 		bad("serve.addr", "%q is not host:port: %v", c.Serve.Addr, err)
+	}
+	if c.Serve.ExportDir == "" {
+		bad("serve.export_dir", "must not be empty")
 	}
 	if c.Serve.ShutdownTimeout <= 0 {
 		bad("serve.shutdown_timeout", "must be positive, got %s", c.Serve.ShutdownTimeout)
