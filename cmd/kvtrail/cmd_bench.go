@@ -56,6 +56,7 @@ prints lines/s for both and their ratio.`,
 			if err != nil {
 				return err
 			}
+			a.limitMemory()
 			s, closeFn, err := a.benchStore(ctx, keep)
 			if err != nil {
 				return err

@@ -40,6 +40,7 @@ ingested.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			out := cmd.OutOrStdout()
+			a.limitMemory()
 			s, closeFn, err := a.openMigrated(ctx)
 			if err != nil {
 				return err

@@ -80,6 +80,7 @@ flags that apply to every PATH.`,
 					}
 				}
 			}
+			a.limitMemory()
 			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err

@@ -23,6 +23,7 @@ func newServeCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			a.limitMemory()
 			s, closeFn, err := a.openMigrated(ctx)
 			if err != nil {
 				return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"runtime/debug"
 
 	"github.com/kvtrail/kvtrail/internal/chstore"
 )
@@ -19,4 +21,15 @@ func (a *app) openMigrated(ctx context.Context) (*chstore.Store, func(), error) 
 		return nil, nil, err
 	}
 	return s, closeFn, nil
+}
+
+// limitMemory applies memory_limit for commands whose memory should not
+// grow with their input (ingest, serve, demo, bench ingest). Analysis is
+// left alone: it holds its window in memory by design, and a soft limit
+// below its live heap would only make the garbage collector run
+// continuously. GOMEMLIMIT, when set, wins.
+func (a *app) limitMemory() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && a.cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(a.cfg.MemoryLimit)
+	}
 }

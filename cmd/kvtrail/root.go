@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -117,9 +116,6 @@ func (a *app) load(cmd *cobra.Command) error {
 		return usageError{fmt.Errorf("invalid config:\n%w", err)}
 	}
 	a.cfg = cfg
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.MemoryLimit > 0 {
-		debug.SetMemoryLimit(cfg.MemoryLimit)
-	}
 	level, _ := config.ParseLevel(cfg.Log.Level)
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Log.Format == "json" {
