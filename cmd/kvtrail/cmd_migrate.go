@@ -72,10 +72,7 @@ func newMigrateCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%04d\t%s\t%s\t%s\t%s\n", r.Version, r.Name, state, at, r.AppliedBy)
 			}
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			return printHostStatus(cmd.Context(), cmd.OutOrStdout(), m)
+			return w.Flush()
 		},
 	})
 	return c

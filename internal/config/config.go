@@ -24,7 +24,6 @@ type Config struct {
 	Analyze    Analyze    `mapstructure:"analyze" yaml:"analyze"`
 	Auth       Auth       `mapstructure:"auth" yaml:"auth"`
 	Alerts     Alerts     `mapstructure:"alerts" yaml:"alerts"`
-	Retention  Retention  `mapstructure:"retention" yaml:"retention"`
 	// MemoryLimit is the Go runtime's soft memory limit in bytes (as
 	// GOMEMLIMIT, which wins when set) for ingest, serve and demo: the
 	// garbage collector works harder near it, which keeps a bulk ingest's
@@ -43,12 +42,6 @@ type ClickHouse struct {
 	DialTimeout  time.Duration `mapstructure:"dial_timeout" yaml:"dial_timeout"`
 	ReadTimeout  time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`
 	MaxOpenConns int           `mapstructure:"max_open_conns" yaml:"max_open_conns"`
-	// Cluster mode (cluster.go): the remote_servers cluster name, the
-	// servers' macro names and the insert quorum.
-	Cluster      string `mapstructure:"cluster" yaml:"cluster"`
-	ShardMacro   string `mapstructure:"shard_macro" yaml:"shard_macro"`
-	ReplicaMacro string `mapstructure:"replica_macro" yaml:"replica_macro"`
-	InsertQuorum int    `mapstructure:"insert_quorum" yaml:"insert_quorum"`
 }
 
 // Addrs splits Addr into its endpoints.
@@ -100,8 +93,6 @@ func Default() Config {
 			DialTimeout:  5 * time.Second,
 			ReadTimeout:  60 * time.Second,
 			MaxOpenConns: 8,
-			ShardMacro:   "shard",
-			ReplicaMacro: "replica",
 		},
 		Local: Local{
 			Binary:       "clickhouse-server",
@@ -179,8 +170,6 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "must be text or json, got %q", c.Log.Format)
 	}
-	errs = append(errs, c.ClickHouse.validateCluster()...)
-	errs = append(errs, c.Retention.validate()...)
 	errs = append(errs, c.Ingest.validate()...)
 	errs = append(errs, c.Analyze.validate()...)
 	errs = append(errs, c.Auth.validate()...)
