@@ -113,13 +113,15 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) ([]ScrapeResult, error) {
 	}
 	wg.Wait()
 
+	if err := ctx.Err(); err != nil {
+		// A cancelled round is incomplete: don't write half of it, and
+		// don't count the targets it interrupted as failed.
+		return results, err
+	}
 	var all []Row
 	for i, r := range results {
 		s.hooks().ScrapeDone(r)
 		all = append(all, rows[i]...)
-	}
-	if err := ctx.Err(); err != nil {
-		return results, err // a cancelled round is incomplete; don't write half of it
 	}
 	if len(all) == 0 {
 		return results, nil
