@@ -112,7 +112,10 @@ func searchWhere(q SearchQuery) (string, []any) {
 		add("ts <= ?", utc(q.To))
 	}
 	if q.RID != "" {
-		add("(prefill_rid = ? OR decode_rid = ? OR bootstrap_room IN (SELECT bootstrap_room FROM engine_events WHERE rid = ? AND bootstrap_room != 0))",
+		// GLOBAL IN: on a cluster both tables are Distributed, and a plain
+		// IN over them is refused ("double-distributed"); on one server
+		// GLOBAL IN means the same as IN.
+		add("(prefill_rid = ? OR decode_rid = ? OR bootstrap_room GLOBAL IN (SELECT bootstrap_room FROM engine_events WHERE rid = ? AND bootstrap_room != 0))",
 			q.RID, q.RID, q.RID)
 	}
 	if q.Node != "" {
@@ -124,7 +127,7 @@ func searchWhere(q SearchQuery) (string, []any) {
 		if !q.To.IsZero() {
 			sub, sa = sub+" AND ts <= ?", append(sa, utc(q.To).Add(time.Hour))
 		}
-		add("bootstrap_room IN ("+sub+")", sa...)
+		add("bootstrap_room GLOBAL IN ("+sub+")", sa...)
 	}
 	switch q.Status {
 	case "":
