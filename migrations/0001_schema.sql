@@ -44,7 +44,7 @@ ENGINE = {{engine "raw_lines" "ReplacingMergeTree"}}
 PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
-{{distributed "raw_lines" "cityHash64(node)"}}
+{{distributed "raw_lines" "if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room))"}}
 
 -- id_index: id -> where and when it was seen. Turns "find request X" into a
 -- primary-key read instead of a scan (the trace_id_ts pattern of the OTel
@@ -151,7 +151,7 @@ ENGINE = {{engine "engine_events" "ReplacingMergeTree"}}
 PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
-{{distributed "engine_events" "cityHash64(node)"}}
+{{distributed "engine_events" "if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room))"}}
 
 -- batch_stats: scheduler "Prefill batch" / "Decode batch" lines. Field names
 -- drift across SGLang versions, so the typed columns hold the stable meanings
@@ -216,7 +216,7 @@ ENGINE = {{engine "transfer_events" "ReplacingMergeTree"}}
 PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
-{{distributed "transfer_events" "cityHash64(node)"}}
+{{distributed "transfer_events" "if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room))"}}
 
 -- gateway_responses: what each client was told (docs/formats.md, canonical
 -- response schema). Tenant first: "everything for one customer" is a range.
@@ -246,7 +246,7 @@ ENGINE = {{engine "gateway_responses" "ReplacingMergeTree"}}
 PARTITION BY toMonday(ts)
 ORDER BY (tenant, ts, request_id)
 SETTINGS index_granularity = 8192;
-{{distributed "gateway_responses" "cityHash64(tenant)"}}
+{{distributed "gateway_responses" "if(bootstrap_room = 0, cityHash64(tenant), cityHash64(bootstrap_room))"}}
 
 -- metric_samples: Prometheus samples (files, scrapes, query_range imports).
 -- series_id = FNV-64a of the sorted label set, so re-imports fold together.
@@ -288,7 +288,7 @@ ENGINE = {{engine "page_events" "ReplacingMergeTree"}}
 PARTITION BY toMonday(ts)
 ORDER BY (node, dp_rank, ts, line_id)
 SETTINGS index_granularity = 8192;
-{{distributed "page_events" "cityHash64(node)"}}
+{{distributed "page_events" "if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room))"}}
 
 -- request_facts: one row per client request, linking gateway -> prefill ->
 -- transfer -> decode. Built by the correlator; a rebuild with more evidence

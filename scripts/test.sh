@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 STATICCHECK_VERSION=v0.8.2
 
 need_go
-need_apt clickhouse-server clickhouse-client docker-compose prometheus chromium
+need_apt clickhouse-server clickhouse-client docker-compose prometheus chromium zookeeper
 echo "==> downloading Go modules"
 go mod download
 mkdir -p .cache/bin

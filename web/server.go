@@ -23,6 +23,13 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// ShardPinger is a Pinger that knows the cluster behind it: it returns the
+// unreachable hosts (ready, degraded) and an error when a whole shard is
+// unreachable (not ready).
+type ShardPinger interface {
+	PingShards(ctx context.Context) ([]string, error)
+}
+
 // Options wires the server's dependencies.
 type Options struct {
 	Logger *slog.Logger
@@ -119,6 +126,20 @@ func readyz(db Pinger) gin.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
+		if sp, ok := db.(ShardPinger); ok {
+			down, err := sp.PingShards(ctx)
+			switch {
+			case err != nil && len(down) == 0:
+				c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "clickhouse": err.Error()})
+			case err != nil:
+				c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "clickhouse": err.Error(), "unreachable": down})
+			case len(down) > 0:
+				c.JSON(http.StatusOK, gin.H{"status": "degraded", "clickhouse": "ok", "unreachable": down})
+			default:
+				c.JSON(http.StatusOK, gin.H{"status": "ready", "clickhouse": "ok"})
+			}
+			return
+		}
 		if err := db.Ping(ctx); err != nil {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "clickhouse": err.Error()})
 			return

@@ -72,7 +72,10 @@ func newMigrateCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%04d\t%s\t%s\t%s\t%s\n", r.Version, r.Name, state, at, r.AppliedBy)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return printHostStatus(cmd.Context(), cmd.OutOrStdout(), m)
 		},
 	})
 	return c

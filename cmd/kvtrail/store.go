@@ -38,6 +38,10 @@ func (a *app) openStore(ctx context.Context) (*chstore.Store, func(), error) {
 		DialTimeout:  ch.DialTimeout,
 		ReadTimeout:  ch.ReadTimeout,
 		MaxOpenConns: ch.MaxOpenConns,
+		Cluster:      ch.Cluster,
+		ShardMacro:   ch.ShardMacro,
+		ReplicaMacro: ch.ReplicaMacro,
+		InsertQuorum: ch.InsertQuorum,
 	})
 	if err != nil {
 		if srv != nil {

@@ -2,10 +2,12 @@ package chstore
 
 import (
 	"context"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"io/fs"
 	"os"
 	"path"
@@ -94,7 +96,7 @@ func NewMigrator(s *Store, fsys fs.FS) (*Migrator, error) {
 	return &Migrator{
 		store:      s,
 		migrations: ms,
-		layout:     Layout{Database: s.Database(), Version: s.ServerVersion()},
+		layout:     s.Layout(),
 		owner:      fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano()),
 		LockWait:   2 * time.Minute,
 		LockStale:  10 * time.Minute,
@@ -121,17 +123,40 @@ type applied struct {
 }
 
 func (m *Migrator) ensureTable(ctx context.Context) error {
+	// Checked first: in cluster mode the CREATE is ON CLUSTER, which waits
+	// for every host, and must not be sent while a replica is down once
+	// the table exists.
+	var n uint64
+	if err := m.store.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?",
+		m.store.Database(), migrationsTable).Scan(&n); err != nil {
+		return fmt.Errorf("look for %s: %w", migrationsTable, err)
+	}
+	if n > 0 {
+		return nil
+	}
 	// The bookkeeping table lives outside the numbered migrations because
 	// they need it to exist. Replacing on version: a record written twice
 	// (a crash between DDL and record, then a rerun) folds into one.
-	q := "CREATE TABLE IF NOT EXISTS " + m.store.Database() + "." + migrationsTable + ` (
+	//
+	// In cluster mode every host holds a replica of one table: the
+	// ZooKeeper path has no shard in it and the replica name is
+	// shard-replica, so all hosts form one replication group and each can
+	// answer "what is applied" from its own copy.
+	engine := "ReplacingMergeTree"
+	onCluster := ""
+	if l := m.layout; l.Cluster != "" {
+		engine = fmt.Sprintf("ReplicatedReplacingMergeTree('/clickhouse/tables/all/%s/%s', '{%s}-{%s}')",
+			l.Database, migrationsTable, l.shardMacro(), l.replicaMacro())
+		onCluster = " ON CLUSTER " + l.Cluster
+	}
+	q := "CREATE TABLE IF NOT EXISTS " + m.store.Database() + "." + migrationsTable + onCluster + ` (
     version     UInt32,
     name        String,
     checksum    String,
     applied_at  DateTime,
     applied_by  String,
     duration_ms UInt64
-) ENGINE = ReplacingMergeTree ORDER BY version`
+) ENGINE = ` + engine + ` ORDER BY version`
 	if err := m.store.Exec(ctx, q); err != nil {
 		return fmt.Errorf("create %s: %w", migrationsTable, err)
 	}
@@ -188,17 +213,32 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 	if err := m.ensureTable(ctx); err != nil {
 		return nil, err
 	}
+	// Up to date (the common case: every serve and ingest starts with
+	// Up): no lock, no DDL, so a cluster with a replica down still starts.
+	done, err := m.applied(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.verify(done); err != nil {
+		return nil, err
+	}
+	if m.pending(done) == 0 {
+		return nil, nil
+	}
 	release, err := m.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	done, err := m.applied(ctx)
-	if err != nil {
+	if done, err = m.applied(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.verify(done); err != nil {
+		return nil, err
+	}
+	recCtx, err := m.recordContext(ctx)
+	if err != nil {
 		return nil, err
 	}
 	var ran []Migration
@@ -221,12 +261,38 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 		}
 		rec := "INSERT INTO " + m.store.Database() + "." + migrationsTable +
 			" (version, name, checksum, applied_at, applied_by, duration_ms) SELECT ?, ?, ?, now(), ?, ?"
-		if err := m.store.Exec(ctx, rec, mg.Version, mg.Name, mg.Checksum, m.owner, uint64(time.Since(start).Milliseconds())); err != nil {
+		if err := m.store.Exec(recCtx, rec, mg.Version, mg.Name, mg.Checksum, m.owner, uint64(time.Since(start).Milliseconds())); err != nil {
 			return ran, fmt.Errorf("record migration %s: %w", mg.Name, err)
 		}
 		ran = append(ran, mg)
 	}
 	return ran, nil
+}
+
+// recordContext makes, in cluster mode, the insert of a migration record
+// wait until every host's replica of schema_migrations has it
+// (insert_quorum = number of hosts): a kvtrail that starts right after a
+// migrate, connected to another host, must not see the migration as
+// pending. Migrating needs every host up anyway.
+func (m *Migrator) recordContext(ctx context.Context) (context.Context, error) {
+	if m.layout.Cluster == "" {
+		return ctx, nil
+	}
+	hosts, err := m.store.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": len(hosts)})), nil
+}
+
+func (m *Migrator) pending(done map[uint32]applied) int {
+	n := 0
+	for _, mg := range m.migrations {
+		if _, ok := done[mg.Version]; !ok {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *Migrator) verify(done map[uint32]applied) error {
@@ -259,25 +325,54 @@ func short(sum string) string {
 // lock takes the migration lock. ClickHouse has no transactions, but
 // CREATE TABLE without IF NOT EXISTS is atomic: exactly one concurrent
 // creator succeeds, the others get "table already exists".
+//
+// In cluster mode the lock table is created on one designated host, the
+// first of system.clusters (shard 1, replica 1), whichever host this
+// kvtrail is connected to: every kvtrail instance then contends for the
+// same table. A replicated table cannot serve as a lock (inserts are not
+// compare-and-set) and ON CLUSTER creation reports per-host results that
+// do not name one winner. Migrating needs every host up anyway (ON CLUSTER
+// DDL waits for all of them), so depending on the designated host costs no
+// availability.
 func (m *Migrator) lock(ctx context.Context) (func(), error) {
-	table := m.store.Database() + "." + lockTable
+	if m.layout.Cluster == "" {
+		return m.lockOn(ctx, m.store)
+	}
+	hosts, err := m.store.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := m.store.OpenHost(ctx, hosts[0], 0)
+	if err != nil {
+		return nil, fmt.Errorf("migration lock lives on %s, which must be up to migrate: %w", hosts[0], err)
+	}
+	release, err := m.lockOn(ctx, ls)
+	if err != nil {
+		_ = ls.Close()
+		return nil, err
+	}
+	return func() { release(); _ = ls.Close() }, nil
+}
+
+func (m *Migrator) lockOn(ctx context.Context, s *Store) (func(), error) {
+	table := s.Database() + "." + lockTable
 	create := "CREATE TABLE " + table + " (owner String, acquired_at DateTime) ENGINE = TinyLog"
 	deadline := time.Now().Add(m.LockWait)
 	for {
-		err := m.store.Exec(ctx, create)
+		err := s.Exec(ctx, create)
 		if err == nil {
-			if err := m.store.Exec(ctx, "INSERT INTO "+table+" (owner, acquired_at) SELECT ?, now()", m.owner); err != nil {
-				_ = m.store.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+table)
+			if err := s.Exec(ctx, "INSERT INTO "+table+" (owner, acquired_at) SELECT ?, now()", m.owner); err != nil {
+				_ = s.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+table)
 				return nil, fmt.Errorf("record migration lock owner: %w", err)
 			}
-			return func() { _ = m.store.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+table) }, nil
+			return func() { _ = s.Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+table) }, nil
 		}
 		if !IsCode(err, CodeTableAlreadyExists) {
 			return nil, fmt.Errorf("take migration lock: %w", err)
 		}
-		if stale, holder := m.lockIsStale(ctx); stale {
+		if stale, holder := m.lockIsStale(ctx, s); stale {
 			// The holder died without releasing: break the lock.
-			if err := m.store.Exec(ctx, "DROP TABLE IF EXISTS "+table); err != nil {
+			if err := s.Exec(ctx, "DROP TABLE IF EXISTS "+table); err != nil {
 				return nil, fmt.Errorf("break stale migration lock held by %s: %w", holder, err)
 			}
 			continue
@@ -293,13 +388,117 @@ func (m *Migrator) lock(ctx context.Context) (func(), error) {
 	}
 }
 
-func (m *Migrator) lockIsStale(ctx context.Context) (bool, string) {
+func (m *Migrator) lockIsStale(ctx context.Context, s *Store) (bool, string) {
 	var created time.Time
 	q := "SELECT metadata_modification_time FROM system.tables WHERE database = ? AND name = ?"
-	if err := m.store.QueryRow(ctx, q, m.store.Database(), lockTable).Scan(&created); err != nil {
+	if err := s.QueryRow(ctx, q, s.Database(), lockTable).Scan(&created); err != nil {
 		return false, ""
 	}
 	var holder string
-	_ = m.store.QueryRow(ctx, "SELECT any(owner) FROM "+m.store.Database()+"."+lockTable).Scan(&holder)
+	_ = s.QueryRow(ctx, "SELECT any(owner) FROM "+s.Database()+"."+lockTable).Scan(&holder)
 	return time.Since(created) > m.LockStale, holder
+}
+
+// HostState is one cluster host's view of the schema, for
+// `kvtrail migrate status` in cluster mode.
+type HostState struct {
+	Host
+	// Err is set when kvtrail could not reach the host or read its state.
+	Err error
+	// Applied lists the versions in the host's replica of schema_migrations.
+	Applied []uint32
+	// Missing lists tables the applied migrations create that the host
+	// lacks (an ON CLUSTER statement that did not reach it).
+	Missing []string
+	// ReadOnly counts the host's replicated kvtrail tables that are read-only
+	// (ZooKeeper unreachable from that host).
+	ReadOnly uint64
+	// Queue is the host's replication queue length over kvtrail tables.
+	Queue uint64
+}
+
+var createdTable = regexp.MustCompile(`(?m)^CREATE TABLE IF NOT EXISTS [A-Za-z0-9_]+\.([A-Za-z0-9_]+)`)
+
+// HostStatus reads each cluster host's schema state directly from that
+// host, in parallel. It returns nil on a single server.
+func (m *Migrator) HostStatus(ctx context.Context) ([]HostState, error) {
+	if m.layout.Cluster == "" {
+		return nil, nil
+	}
+	hosts, err := m.store.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tablesOf := map[uint32][]string{}
+	for _, mg := range m.migrations {
+		stmts, err := Render(mg.Source, m.layout)
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: %w", mg.Name, err)
+		}
+		for _, st := range stmts {
+			if sm := createdTable.FindStringSubmatch(st); sm != nil {
+				tablesOf[mg.Version] = append(tablesOf[mg.Version], sm[1])
+			}
+		}
+	}
+	out := make([]HostState, len(hosts))
+	done := make(chan struct{}, len(hosts))
+	for i, h := range hosts {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			out[i] = m.hostState(ctx, h, tablesOf)
+		}()
+	}
+	for range hosts {
+		<-done
+	}
+	return out, nil
+}
+
+func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]string) HostState {
+	st := HostState{Host: h}
+	hs, err := m.store.OpenHost(ctx, h, 2*time.Second)
+	if err != nil {
+		st.Err = err
+		return st
+	}
+	defer hs.Close()
+	db := m.store.Database()
+	present := map[string]bool{}
+	rows, err := hs.Query(ctx, "SELECT name FROM system.tables WHERE database = ?", db)
+	if err != nil {
+		st.Err = err
+		return st
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err == nil {
+			present[name] = true
+		}
+	}
+	rows.Close()
+	if present[migrationsTable] {
+		var versions []applied
+		q := "SELECT version AS v, any(name) AS last_name, any(checksum) AS last_checksum, min(applied_at) AS first_applied, any(applied_by) AS first_by FROM " +
+			db + "." + migrationsTable + " GROUP BY version ORDER BY version"
+		if err := hs.Select(ctx, &versions, q); err != nil {
+			st.Err = err
+			return st
+		}
+		for _, v := range versions {
+			st.Applied = append(st.Applied, v.Version)
+			for _, t := range tablesOf[v.Version] {
+				if !present[t] {
+					st.Missing = append(st.Missing, t)
+				}
+			}
+		}
+	} else {
+		st.Missing = append(st.Missing, migrationsTable)
+	}
+	q := "SELECT toUInt64(countIf(is_readonly = 1)), toUInt64(sum(queue_size)) FROM system.replicas WHERE database = ?"
+	if err := hs.QueryRow(ctx, q, db).Scan(&st.ReadOnly, &st.Queue); err != nil {
+		st.Err = err
+	}
+	return st
 }

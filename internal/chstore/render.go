@@ -13,11 +13,26 @@ type Layout struct {
 	// Database the tables live in.
 	Database string
 	// Cluster is the ClickHouse cluster name; empty for a single server.
-	// Cluster rendering is a preview of cluster mode: it is rendered and
-	// syntax-checked, not yet run against a cluster by kvtrail's tests.
 	Cluster string
+	// ShardMacro and ReplicaMacro are the macro names in the Replicated
+	// engines' ZooKeeper path and replica name (default shard, replica).
+	ShardMacro, ReplicaMacro string
 	// Version of the server the DDL is for (zero value: render portably).
 	Version Version
+}
+
+func (l Layout) shardMacro() string {
+	if l.ShardMacro == "" {
+		return "shard"
+	}
+	return l.ShardMacro
+}
+
+func (l Layout) replicaMacro() string {
+	if l.ReplicaMacro == "" {
+		return "replica"
+	}
+	return l.ReplicaMacro
 }
 
 // Render turns a migration template into its statements for the layout.
@@ -49,7 +64,7 @@ func Render(src string, l Layout) ([]string, error) {
 			}
 			name, args, _ := strings.Cut(engine, "(")
 			args = strings.TrimSuffix(args, ")")
-			path := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s_local', '{replica}'", l.Database, table)
+			path := fmt.Sprintf("'/clickhouse/tables/{%s}/%s/%s_local', '{%s}'", l.shardMacro(), l.Database, table, l.replicaMacro())
 			if args != "" {
 				path += ", " + args
 			}

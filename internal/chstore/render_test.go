@@ -40,7 +40,7 @@ func TestRenderedMigrations(t *testing.T) {
 			got := strings.Join(all, ";\n\n") + ";\n"
 			if name == "cluster" {
 				for _, want := range []string{"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/raw_lines_local', '{replica}')",
-					"ON CLUSTER kvtrail_cluster", "ENGINE = Distributed(kvtrail_cluster, kvtrail, raw_lines_local, cityHash64(node))",
+					"ON CLUSTER kvtrail_cluster", "ENGINE = Distributed(kvtrail_cluster, kvtrail, raw_lines_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)))",
 					"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/request_facts_local', '{replica}', version)"} {
 					if !strings.Contains(got, want) {
 						t.Errorf("cluster rendering lacks %q", want)

@@ -27,6 +27,17 @@ type Options struct {
 	// OnStatement, when set, sees the text of every statement before it is
 	// sent. Tests use it to check each one against the modern grammar.
 	OnStatement func(sql string)
+	// Cluster, when set, is the ClickHouse cluster (remote_servers name)
+	// the schema is deployed on: cluster mode (docs/cluster.md).
+	Cluster string
+	// ShardMacro and ReplicaMacro name the servers' macros that the
+	// Replicated engines' paths use (default "shard" and "replica").
+	ShardMacro, ReplicaMacro string
+	// InsertQuorum, in cluster mode, is sent as insert_quorum: an insert is
+	// acknowledged only once that many replicas of each shard hold it. 0
+	// (the default) acknowledges after one replica, so a down replica does
+	// not stop ingest (docs/cluster.md).
+	InsertQuorum int
 }
 
 // Store is a connection pool bound to one database.
@@ -35,6 +46,7 @@ type Store struct {
 	db      string
 	version Version
 	hook    func(string)
+	opts    Options
 }
 
 // Version is the server's version, used to gate version-specific SQL.
@@ -60,10 +72,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.OnStatement != nil {
-		o.OnStatement("CREATE DATABASE IF NOT EXISTS " + o.Database)
+	if o.Cluster != "" {
+		err = boot.createClusterDatabase(ctx, o.Database)
+	} else {
+		boot.see("CREATE DATABASE IF NOT EXISTS " + o.Database)
+		err = boot.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(o.Database))
 	}
-	err = boot.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+quoteIdent(o.Database))
 	_ = boot.conn.Close()
 	if err != nil {
 		return nil, fmt.Errorf("chstore: create database %s on %s: %w", o.Database, strings.Join(o.Addrs, ","), err)
@@ -76,7 +90,29 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 }
 
 func dial(ctx context.Context, o Options, db string) (*Store, error) {
+	var settings clickhouse.Settings
+	if o.Cluster != "" {
+		// Inserts go through the Distributed tables. On 18.16 they are
+		// asynchronous by default: acknowledged once queued on the
+		// initiator's disk. Synchronous, an insert returns only when every
+		// shard's replica has the rows (docs/cluster.md has the timings).
+		// The Distributed engine ignores it on reads, so it is sent with
+		// every statement: clickhouse-go has no per-INSERT default.
+		//
+		// prefer_localhost_replica=0: the connected server treats its own
+		// shard like the others. 18.16's local-shard path fails
+		// "SELECT cols FROM dist FINAL ORDER BY ..." when a sorting-key
+		// column is not selected (Cannot find column ... in source stream);
+		// and with load_balancing=in_order (docs/cluster.md) every kvtrail,
+		// whichever host it is connected to, reads and writes the same
+		// first live replica of each shard, so it reads what it wrote.
+		settings = clickhouse.Settings{"insert_distributed_sync": 1, "prefer_localhost_replica": 0}
+		if o.InsertQuorum > 1 {
+			settings["insert_quorum"] = o.InsertQuorum
+		}
+	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
+		Settings: settings,
 		Protocol: clickhouse.Native,
 		Addr:     o.Addrs,
 		Auth: clickhouse.Auth{
@@ -117,11 +153,21 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 			Patch: sv.Version.Patch,
 		},
 		hook: o.OnStatement,
+		opts: o,
 	}, nil
 }
 
 // Database is the database the store is bound to.
 func (s *Store) Database() string { return s.db }
+
+// Cluster is the cluster the schema is deployed on ("" for a single server).
+func (s *Store) Cluster() string { return s.opts.Cluster }
+
+// Layout is how migrations render for this store.
+func (s *Store) Layout() Layout {
+	return Layout{Database: s.db, Cluster: s.opts.Cluster, Version: s.version,
+		ShardMacro: s.opts.ShardMacro, ReplicaMacro: s.opts.ReplicaMacro}
+}
 
 // ServerVersion is the version the server reported at connect time.
 func (s *Store) ServerVersion() Version { return s.version }

@@ -24,6 +24,7 @@ type Config struct {
 	Analyze    Analyze    `mapstructure:"analyze" yaml:"analyze"`
 	Auth       Auth       `mapstructure:"auth" yaml:"auth"`
 	Alerts     Alerts     `mapstructure:"alerts" yaml:"alerts"`
+	Retention  Retention  `mapstructure:"retention" yaml:"retention"`
 	// MemoryLimit is the Go runtime's soft memory limit in bytes (as
 	// GOMEMLIMIT, which wins when set) for ingest, serve and demo: the
 	// garbage collector works harder near it, which keeps a bulk ingest's
@@ -42,6 +43,12 @@ type ClickHouse struct {
 	DialTimeout  time.Duration `mapstructure:"dial_timeout" yaml:"dial_timeout"`
 	ReadTimeout  time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`
 	MaxOpenConns int           `mapstructure:"max_open_conns" yaml:"max_open_conns"`
+	// Cluster mode (cluster.go): the remote_servers cluster name, the
+	// servers' macro names and the insert quorum.
+	Cluster      string `mapstructure:"cluster" yaml:"cluster"`
+	ShardMacro   string `mapstructure:"shard_macro" yaml:"shard_macro"`
+	ReplicaMacro string `mapstructure:"replica_macro" yaml:"replica_macro"`
+	InsertQuorum int    `mapstructure:"insert_quorum" yaml:"insert_quorum"`
 }
 
 // Addrs splits Addr into its endpoints.
@@ -93,6 +100,8 @@ func Default() Config {
 			DialTimeout:  5 * time.Second,
 			ReadTimeout:  60 * time.Second,
 			MaxOpenConns: 8,
+			ShardMacro:   "shard",
+			ReplicaMacro: "replica",
 		},
 		Local: Local{
 			Binary:       "clickhouse-server",
@@ -104,11 +113,12 @@ func Default() Config {
 			ShutdownTimeout: 10 * time.Second,
 			ExportDir:       "./var/exports",
 		},
-		Log:     Log{Level: "info", Format: "text"},
-		Ingest:  defaultIngest(),
-		Analyze: defaultAnalyze(),
-		Auth:    defaultAuth(),
-		Alerts:  defaultAlerts(),
+		Log:       Log{Level: "info", Format: "text"},
+		Ingest:    defaultIngest(),
+		Analyze:   defaultAnalyze(),
+		Auth:      defaultAuth(),
+		Alerts:    defaultAlerts(),
+		Retention: defaultRetention(),
 		// Measured (ingest's TestIngestMemoryIsBounded, 256 MB of SGLang
 		// logs): peak RSS 225 MB with this limit, 281 MB at 256 MiB and
 		// ~600 MB without one.
@@ -170,6 +180,8 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "must be text or json, got %q", c.Log.Format)
 	}
+	errs = append(errs, c.ClickHouse.validateCluster()...)
+	errs = append(errs, c.Retention.validate()...)
 	errs = append(errs, c.Ingest.validate()...)
 	errs = append(errs, c.Analyze.validate()...)
 	errs = append(errs, c.Auth.validate()...)

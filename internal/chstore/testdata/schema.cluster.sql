@@ -27,7 +27,7 @@ PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
-CREATE TABLE IF NOT EXISTS kvtrail.raw_lines ON CLUSTER kvtrail_cluster AS kvtrail.raw_lines_local ENGINE = Distributed(kvtrail_cluster, kvtrail, raw_lines_local, cityHash64(node));
+CREATE TABLE IF NOT EXISTS kvtrail.raw_lines ON CLUSTER kvtrail_cluster AS kvtrail.raw_lines_local ENGINE = Distributed(kvtrail_cluster, kvtrail, raw_lines_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
 
 CREATE TABLE IF NOT EXISTS kvtrail.id_index_local ON CLUSTER kvtrail_cluster
 (
@@ -126,7 +126,7 @@ PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
-CREATE TABLE IF NOT EXISTS kvtrail.engine_events ON CLUSTER kvtrail_cluster AS kvtrail.engine_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, engine_events_local, cityHash64(node));
+CREATE TABLE IF NOT EXISTS kvtrail.engine_events ON CLUSTER kvtrail_cluster AS kvtrail.engine_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, engine_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
 
 CREATE TABLE IF NOT EXISTS kvtrail.batch_stats_local ON CLUSTER kvtrail_cluster
 (
@@ -187,7 +187,7 @@ PARTITION BY toMonday(ts)
 ORDER BY (node, ts, line_id)
 SETTINGS index_granularity = 8192;
 
-CREATE TABLE IF NOT EXISTS kvtrail.transfer_events ON CLUSTER kvtrail_cluster AS kvtrail.transfer_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, transfer_events_local, cityHash64(node));
+CREATE TABLE IF NOT EXISTS kvtrail.transfer_events ON CLUSTER kvtrail_cluster AS kvtrail.transfer_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, transfer_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
 
 CREATE TABLE IF NOT EXISTS kvtrail.gateway_responses_local ON CLUSTER kvtrail_cluster
 (
@@ -216,7 +216,7 @@ PARTITION BY toMonday(ts)
 ORDER BY (tenant, ts, request_id)
 SETTINGS index_granularity = 8192;
 
-CREATE TABLE IF NOT EXISTS kvtrail.gateway_responses ON CLUSTER kvtrail_cluster AS kvtrail.gateway_responses_local ENGINE = Distributed(kvtrail_cluster, kvtrail, gateway_responses_local, cityHash64(tenant));
+CREATE TABLE IF NOT EXISTS kvtrail.gateway_responses ON CLUSTER kvtrail_cluster AS kvtrail.gateway_responses_local ENGINE = Distributed(kvtrail_cluster, kvtrail, gateway_responses_local, if(bootstrap_room = 0, cityHash64(tenant), cityHash64(bootstrap_room)));
 
 CREATE TABLE IF NOT EXISTS kvtrail.metric_samples_local ON CLUSTER kvtrail_cluster
 (
@@ -256,7 +256,7 @@ PARTITION BY toMonday(ts)
 ORDER BY (node, dp_rank, ts, line_id)
 SETTINGS index_granularity = 8192;
 
-CREATE TABLE IF NOT EXISTS kvtrail.page_events ON CLUSTER kvtrail_cluster AS kvtrail.page_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, page_events_local, cityHash64(node));
+CREATE TABLE IF NOT EXISTS kvtrail.page_events ON CLUSTER kvtrail_cluster AS kvtrail.page_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, page_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
 
 CREATE TABLE IF NOT EXISTS kvtrail.request_facts_local ON CLUSTER kvtrail_cluster
 (

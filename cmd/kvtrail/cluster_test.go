@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/sqlcheck"
+	"github.com/kvtrail/kvtrail/internal/testcluster"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+// ingestedTables are compared row for row (FINAL counts) between the single
+// server and the cluster.
+var ingestedTables = []string{"raw_lines", "id_index", "node_boots", "nodes", "engine_events", "batch_stats",
+	"transfer_events", "gateway_responses", "metric_samples", "ingest_sources", "request_facts"}
+
+// The issue's proof: on two shards × two replicas of ClickHouse 18.16 with
+// ZooKeeper, two kvtrail processes ingest the same simulated incident at
+// once while one replica of each shard is stopped mid-ingest; every
+// accepted row is there once the replicas are back, queries answer during
+// the outage, and the analyzers and the affected list equal a single-server
+// run on the same data.
+func TestClusterMatchesSingleServer(t *testing.T) {
+	t0 := time.Now()
+	ctx := context.Background()
+	simDir := t.TempDir()
+	if _, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 3, OutDir: simDir}); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(simDir, "sources.yaml")
+
+	// Reference: one server.
+	single := testdb.New(t)
+	sources, err := ingest.LoadManifest(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.New(single, ingest.Options{}).Ingest(ctx, sources); err != nil {
+		t.Fatalf("single-server ingest: %v", err)
+	}
+	wantFindings, wantAffected := analyzeAll(t, single)
+	wantCounts := finalCounts(t, single)
+	logSizes(t, single)
+	t.Logf("single server: %d findings, %d affected rows, %d raw lines (%s)", len(wantFindings), len(wantAffected), wantCounts["raw_lines"], time.Since(t0))
+
+	t1 := time.Now()
+	c := testcluster.Start(t, testcluster.Options{})
+	t.Logf("ZooKeeper + 4 ClickHouse servers up in %s", time.Since(t1))
+	const db = "kvt_cluster"
+	env := func(addrs ...string) []string {
+		return []string{"KVTRAIL_CLICKHOUSE_ADDR=" + strings.Join(addrs, ","), "KVTRAIL_CLICKHOUSE_DATABASE=" + db,
+			"KVTRAIL_CLICKHOUSE_CLUSTER=" + c.Name, "KVTRAIL_CLICKHOUSE_DIAL_TIMEOUT=1s", "KVTRAIL_LOG_LEVEL=warn"}
+	}
+	s11, s12, s21, s22 := c.Node(1, 1), c.Node(1, 2), c.Node(2, 1), c.Node(2, 2)
+	envA := env(s11.Addr, s21.Addr, s12.Addr, s22.Addr)
+	envB := env(s22.Addr, s12.Addr, s21.Addr, s11.Addr)
+	dir := t.TempDir()
+	if out, errOut, code := run(t, dir, envA, "migrate"); code != 0 {
+		t.Fatalf("cluster migrate: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// Two kvtrail processes ingest the whole dataset at once, A connected
+	// to shard 1 replica 1 first and B to shard 2 replica 2.
+	type result struct {
+		out  string
+		err  error
+		name string
+	}
+	done := make(chan result, 2)
+	for name, e := range map[string][]string{"A": envA, "B": envB} {
+		cmd := exec.Command(binary, "ingest", "--manifest", manifest)
+		cmd.Dir, cmd.Env = dir, append(cleanEnv(), e...)
+		go func() {
+			out, err := cmd.CombinedOutput()
+			done <- result{string(out), err, name}
+		}()
+	}
+	probe := clusterStore(t, c.Name, db, s12.Addr, s21.Addr)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n uint64
+		_ = probe.QueryRow(ctx, "SELECT count() FROM raw_lines").Scan(&n)
+		if n > 0 || time.Now().After(deadline) {
+			t.Logf("stopping shard 1 replica 1 and shard 2 replica 2 with %d raw lines in", n)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tStop := time.Now()
+	stopBoth(s11, s22)
+	t.Logf("replicas stopped in %s", time.Since(tStop))
+	for range 2 {
+		r := <-done
+		if r.err != nil {
+			t.Fatalf("kvtrail ingest %s with replicas going down: %v\n%s", r.name, r.err, r.out)
+		}
+	}
+
+	// Queries answer with a replica of each shard down; readiness says
+	// degraded and names them; migrate status shows them unreachable.
+	var n uint64
+	if err := probe.QueryRow(ctx, "SELECT count() FROM raw_lines FINAL").Scan(&n); err != nil || n == 0 {
+		t.Fatalf("query with replicas down: %d rows, %v", n, err)
+	}
+	if down, err := probe.PingShards(ctx); err != nil || len(down) != 2 {
+		t.Fatalf("PingShards with two replicas down = %v, %v", down, err)
+	}
+	out, errOut, code := run(t, dir, envB, "migrate", "status")
+	if code != 0 || strings.Count(out, "unreachable") != 2 || strings.Count(out, " ok ") != 2 {
+		t.Fatalf("migrate status with replicas down: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("migrate status during the outage:\n%s", out)
+
+	// Back up: replication catches up and nothing accepted is missing.
+	tUp := time.Now()
+	for _, nd := range []*testcluster.Node{s11, s22} {
+		if err := nd.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReplicated(t, c, db)
+	t.Logf("replicas restarted and caught up in %s", time.Since(tUp))
+
+	cs := clusterStore(t, c.Name, db, c.Addrs()...)
+	gotCounts := finalCounts(t, cs)
+	for _, tb := range ingestedTables {
+		if tb == "request_facts" {
+			continue // written by analyze, compared below
+		}
+		if gotCounts[tb] != wantCounts[tb] {
+			t.Errorf("%s: cluster has %d rows (FINAL), single server %d", tb, gotCounts[tb], wantCounts[tb])
+		}
+	}
+	gotFindings, gotAffected := analyzeAll(t, cs)
+	if gotCounts = finalCounts(t, cs); gotCounts["request_facts"] != wantCounts["request_facts"] {
+		t.Errorf("request_facts: cluster %d, single server %d", gotCounts["request_facts"], wantCounts["request_facts"])
+	}
+	compare(t, "findings (id severity)", wantFindings, gotFindings)
+	compare(t, "affected (tenant role)", wantAffected, gotAffected)
+	if len(wantFindings) == 0 || len(wantAffected) == 0 {
+		t.Fatal("the simulated incident produced no findings: the comparison proves nothing")
+	}
+	t.Logf("cluster: %d findings and %d affected rows equal the single server; total %s", len(gotFindings), len(gotAffected), time.Since(t0))
+}
+
+// logSizes prints rows and on-disk bytes per row of each table: the
+// measured basis of docs/cluster.md's sizing.
+func logSizes(t *testing.T, s *chstore.Store) {
+	t.Helper()
+	_ = s.Exec(context.Background(), "OPTIMIZE TABLE raw_lines FINAL")
+	rows, err := s.Query(context.Background(), `SELECT table, sum(rows) AS n, sum(data_compressed_bytes) AS zb, sum(data_uncompressed_bytes) AS ub
+FROM system.parts WHERE database = ? AND active GROUP BY table ORDER BY zb DESC`, s.Database())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tb string
+		var n, zb, ub uint64
+		if err := rows.Scan(&tb, &n, &zb, &ub); err != nil || n == 0 {
+			continue
+		}
+		t.Logf("size %-18s %8d rows %10d B compressed (%.0f B/row, %.0f B/row uncompressed)", tb, n, zb, float64(zb)/float64(n), float64(ub)/float64(n))
+	}
+}
+
+func stopBoth(a, b *testcluster.Node) {
+	done := make(chan struct{})
+	go func() { a.Stop(); close(done) }()
+	b.Stop()
+	<-done
+}
+
+func clusterStore(t *testing.T, cluster, db string, addrs ...string) *chstore.Store {
+	t.Helper()
+	s, err := chstore.Open(context.Background(), chstore.Options{
+		Addrs: addrs, Database: db, Username: "default", Cluster: cluster,
+		DialTimeout: time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
+		OnStatement: func(sql string) {
+			if err := sqlcheck.Check(sql); err != nil {
+				t.Errorf("statement fails the modern grammar: %v", err)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("open cluster store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func analyzeAll(t *testing.T, s *chstore.Store) (findings, affected []string) {
+	t.Helper()
+	ctx := context.Background()
+	r := analyze.Runner{DB: s, Cfg: analyze.DefaultConfig(), Trigger: "test"}
+	if _, err := r.Run(ctx, analyze.Window{}, nil); err != nil {
+		t.Fatalf("analyze: %v", err)
+	}
+	fs, err := analyze.LatestFindings(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fs {
+		findings = append(findings, f.ID+" "+string(f.Severity))
+	}
+	rec, err := analyze.LatestAffected(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rec.Rows {
+		affected = append(affected, a.Tenant+" "+a.Role)
+	}
+	sort.Strings(findings)
+	sort.Strings(affected)
+	return findings, affected
+}
+
+func finalCounts(t *testing.T, s *chstore.Store) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, tb := range ingestedTables {
+		var n uint64
+		if err := s.QueryRow(context.Background(), "SELECT count() FROM "+tb+" FINAL").Scan(&n); err != nil {
+			t.Fatalf("count %s: %v", tb, err)
+		}
+		out[tb] = n
+	}
+	return out
+}
+
+// waitReplicated waits until every host's replication queue is empty and
+// the two replicas of each shard hold the same rows.
+func waitReplicated(t *testing.T, c *testcluster.Cluster, db string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		var state []string
+		for _, nd := range c.Nodes {
+			s, err := chstore.Open(ctx, chstore.Options{Addrs: []string{nd.Addr}, Database: db, Username: "default",
+				DialTimeout: time.Second, ReadTimeout: 10 * time.Second, MaxOpenConns: 1})
+			if err != nil {
+				state = append(state, "down")
+				continue
+			}
+			var queue, rows uint64
+			_ = s.QueryRow(ctx, "SELECT toUInt64(sum(queue_size)) FROM system.replicas WHERE database = ?", db).Scan(&queue)
+			_ = s.QueryRow(ctx, "SELECT count() FROM raw_lines_local").Scan(&rows)
+			_ = s.Close()
+			state = append(state, fmt.Sprintf("%d/%d", queue, rows))
+		}
+		synced := true
+		for i := 0; i+1 < len(state); i += 2 {
+			if state[i] != state[i+1] || !strings.HasPrefix(state[i], "0/") {
+				synced = false
+			}
+		}
+		if synced {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas did not catch up: queue/raw_lines per host %v", state)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func compare(t *testing.T, what string, want, got []string) {
+	t.Helper()
+	if strings.Join(want, "\n") == strings.Join(got, "\n") {
+		return
+	}
+	t.Errorf("%s differ: single server %d, cluster %d\nsingle: %v\ncluster: %v", what, len(want), len(got), head(want), head(got))
+}
+
+func head(s []string) []string {
+	if len(s) > 10 {
+		return s[:10]
+	}
+	return s
+}

@@ -1,0 +1,166 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Host is one server of the cluster, as the connected server's
+// system.clusters lists it.
+type Host struct {
+	Shard, Replica uint32
+	Name           string // host_name from remote_servers
+	Port           uint16 // native port
+}
+
+// Addr is the host's native endpoint.
+func (h Host) Addr() string { return net.JoinHostPort(h.Name, strconv.Itoa(int(h.Port))) }
+
+func (h Host) String() string {
+	return fmt.Sprintf("shard %d replica %d (%s)", h.Shard, h.Replica, h.Addr())
+}
+
+// createClusterDatabase creates the database on every host, unless the
+// connected host already has it: ON CLUSTER waits for every host, so a
+// kvtrail starting while a replica is down must not issue it needlessly.
+func (s *Store) createClusterDatabase(ctx context.Context, db string) error {
+	var n uint64
+	s.see("SELECT count() FROM system.clusters WHERE cluster = ?")
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", s.opts.Cluster).Scan(&n); err != nil {
+		return fmt.Errorf("read system.clusters: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("cluster %q is not in the server's remote_servers (clickhouse.cluster)", s.opts.Cluster)
+	}
+	s.see("SELECT count() FROM system.databases WHERE name = ?")
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", db).Scan(&n); err != nil {
+		return fmt.Errorf("read system.databases: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	q := "CREATE DATABASE IF NOT EXISTS " + quoteIdent(db) + " ON CLUSTER " + quoteIdent(s.opts.Cluster)
+	s.see(q)
+	return s.conn.Exec(ctx, q)
+}
+
+// Hosts lists the cluster's servers, by shard and replica. It is empty for
+// a single server.
+func (s *Store) Hosts(ctx context.Context) ([]Host, error) {
+	if s.opts.Cluster == "" {
+		return nil, nil
+	}
+	rows, err := s.Query(ctx, `SELECT shard_num, replica_num, host_name, port FROM system.clusters
+WHERE cluster = ? ORDER BY shard_num, replica_num`, s.opts.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read system.clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []Host
+	for rows.Next() {
+		var h Host
+		if err := rows.Scan(&h.Shard, &h.Replica, &h.Name, &h.Port); err != nil {
+			return nil, fmt.Errorf("scan system.clusters: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("cluster %q is not in the server's remote_servers (clickhouse.cluster)", s.opts.Cluster)
+	}
+	return out, nil
+}
+
+// OpenHost connects to one host of the cluster with the store's
+// credentials, bound to the same database, as a single-server store (no
+// cluster settings: statements run on that host only).
+func (s *Store) OpenHost(ctx context.Context, h Host, timeout time.Duration) (*Store, error) {
+	o := s.opts
+	o.Addrs = []string{h.Addr()}
+	o.Cluster = ""
+	o.MaxOpenConns = 1
+	if timeout > 0 {
+		o.DialTimeout = timeout
+	}
+	return dial(ctx, o, s.db)
+}
+
+// HostHealth is whether kvtrail reached one host.
+type HostHealth struct {
+	Host
+	Err error
+}
+
+// PingHosts dials and pings every host of the cluster in parallel.
+func (s *Store) PingHosts(ctx context.Context, timeout time.Duration) ([]HostHealth, error) {
+	hosts, err := s.Hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HostHealth, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].Host = h
+			hs, err := s.OpenHost(ctx, h, timeout)
+			if err != nil {
+				out[i].Err = err
+				return
+			}
+			_ = hs.Close()
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// ErrShardDown means every replica of some shard is unreachable: reads of
+// the Distributed tables fail and inserts cannot be acknowledged.
+var ErrShardDown = errors.New("shard unreachable")
+
+// PingShards is readiness in cluster mode. It returns the unreachable hosts
+// (a down replica degrades but does not stop kvtrail) and an error wrapping
+// ErrShardDown when a whole shard is unreachable. On a single server it is
+// Ping.
+func (s *Store) PingShards(ctx context.Context) ([]string, error) {
+	if s.opts.Cluster == "" {
+		return nil, s.Ping(ctx)
+	}
+	health, err := s.PingHosts(ctx, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var down []string
+	alive := map[uint32]bool{}
+	shards := map[uint32]bool{}
+	for _, h := range health {
+		shards[h.Shard] = true
+		if h.Err != nil {
+			down = append(down, fmt.Sprintf("%s: %v", h.Host, h.Err))
+			continue
+		}
+		alive[h.Shard] = true
+	}
+	var dead []string
+	for sh := range shards {
+		if !alive[sh] {
+			dead = append(dead, strconv.Itoa(int(sh)))
+		}
+	}
+	sort.Strings(dead)
+	if len(dead) > 0 {
+		return down, fmt.Errorf("%w: no replica of shard %s answers", ErrShardDown, strings.Join(dead, ", "))
+	}
+	return down, nil
+}

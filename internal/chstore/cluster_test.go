@@ -1,0 +1,106 @@
+package chstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/sqlcheck"
+	"github.com/kvtrail/kvtrail/internal/testcluster"
+	"github.com/kvtrail/kvtrail/migrations"
+)
+
+func clusterStore(t *testing.T, c *testcluster.Cluster, addrs []string) *chstore.Store {
+	t.Helper()
+	s, err := chstore.Open(context.Background(), chstore.Options{
+		Addrs: addrs, Database: "kvt", Username: "default", Cluster: c.Name,
+		DialTimeout: 2 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
+		OnStatement: func(sql string) {
+			if err := sqlcheck.Check(sql); err != nil {
+				t.Errorf("statement fails the modern grammar: %v", err)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("open cluster store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// Migrations apply ON CLUSTER from any host, concurrently, exactly once;
+// every host then reports the same state and a row inserted through a
+// Distributed table folds with its re-insert on its shard.
+func TestClusterMigrateAndStatus(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	for _, addr := range []string{c.Node(1, 1).Addr, c.Node(2, 2).Addr} {
+		go func() {
+			s := clusterStore(t, c, []string{addr})
+			m, err := chstore.NewMigrator(s, migrations.FS)
+			if err == nil {
+				_, err = m.Up(ctx)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent cluster migrate: %v", err)
+		}
+	}
+	s := clusterStore(t, c, c.Addrs())
+	m, err := chstore.NewMigrator(s, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := m.HostStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 4 {
+		t.Fatalf("%d hosts, want 4", len(hs))
+	}
+	for _, h := range hs {
+		if h.Err != nil || len(h.Applied) != 1 || len(h.Missing) != 0 || h.ReadOnly != 0 {
+			t.Errorf("%s: applied %v missing %v readonly %d err %v", h.Host, h.Applied, h.Missing, h.ReadOnly, h.Err)
+		}
+	}
+	var n uint64
+	if err := s.QueryRow(ctx, "SELECT count() FROM schema_migrations FINAL").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("schema_migrations rows = %d (%v), want 1", n, err)
+	}
+
+	for range 2 {
+		b, err := s.PrepareBatch(ctx, "INSERT INTO engine_events (ts, ts_ns, node, role, event, rid, bootstrap_room, line_id)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			if err := b.Append(time.Unix(1780000000, 0), uint64(i), "decode-1", "decode", "received", "r", uint64(i*7919), uint64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			t.Fatalf("insert through Distributed: %v", err)
+		}
+	}
+	if err := s.QueryRow(ctx, "SELECT count() FROM engine_events FINAL").Scan(&n); err != nil || n != 100 {
+		t.Fatalf("engine_events FINAL = %d (%v), want 100", n, err)
+	}
+	down, err := s.PingShards(ctx)
+	if err != nil || len(down) != 0 {
+		t.Fatalf("PingShards = %v, %v", down, err)
+	}
+	c.Node(1, 2).Stop()
+	down, err = s.PingShards(ctx)
+	if err != nil || len(down) != 1 {
+		t.Fatalf("one replica down: PingShards = %v, %v", down, err)
+	}
+	c.Node(1, 1).Stop()
+	if _, err = s.PingShards(ctx); err == nil {
+		t.Fatal("shard 1 down: PingShards reported ready")
+	}
+}

@@ -1,0 +1,4 @@
+package chstore
+
+// TTLStatements exposes the modern retention statements to tests.
+var TTLStatements = ttlStatements

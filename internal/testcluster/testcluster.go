@@ -1,0 +1,321 @@
+// Package testcluster starts a real sharded, replicated ClickHouse cluster on
+// loopback for tests: one ZooKeeper (Debian's zookeeper package, run in the
+// foreground with java) and shards × replicas clickhouse-servers with
+// generated configs, macros and a remote_servers entry. Every process dies
+// with the test binary (Pdeathsig) and is stopped, in parallel, in
+// t.Cleanup.
+//
+// When KVTRAIL_REQUIRE_CLICKHOUSE=1 (CI) a missing clickhouse-server, java or
+// ZooKeeper fails the test; otherwise it is skipped with the reason.
+package testcluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/internal/chlocal"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+)
+
+// ZooKeeperJar is where Debian's zookeeper package puts the server; its
+// manifest Class-Path pulls in the other jars.
+const ZooKeeperJar = "/usr/share/java/zookeeper.jar"
+
+// Options sizes the cluster.
+type Options struct {
+	// Name is the cluster name in remote_servers (default "kvtrail").
+	Name string
+	// Shards and Replicas per shard (default 2 × 2).
+	Shards, Replicas int
+}
+
+// Node is one clickhouse-server of the cluster.
+type Node struct {
+	Shard, Replica int
+	// Addr is the native endpoint, fixed for the node's lifetime so that
+	// clients and the other servers find it again after a restart.
+	Addr string
+	opts chlocal.Options
+
+	mu  sync.Mutex
+	srv *chlocal.Server
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	Name  string
+	Nodes []*Node
+	// ZooKeeperAddr is the ZooKeeper client endpoint.
+	ZooKeeperAddr string
+	zk            *exec.Cmd
+	zkDone        chan struct{}
+}
+
+// Start brings up ZooKeeper and every server and waits until all answer.
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.Name == "" {
+		o.Name = "kvtrail"
+	}
+	if o.Shards == 0 {
+		o.Shards = 2
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 2
+	}
+	requireTools(t)
+	dir := t.TempDir()
+	c := &Cluster{Name: o.Name}
+	t.Cleanup(c.stopAll)
+	if err := c.startZooKeeper(filepath.Join(dir, "zk")); err != nil {
+		t.Fatalf("start ZooKeeper: %v", err)
+	}
+
+	type ports struct{ tcp, http, inter int }
+	var ps []ports
+	for i := 0; i < o.Shards*o.Replicas; i++ {
+		p := ports{}
+		for _, dst := range []*int{&p.tcp, &p.http, &p.inter} {
+			n, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			*dst = n
+		}
+		ps = append(ps, p)
+	}
+	var remote strings.Builder
+	fmt.Fprintf(&remote, "    <remote_servers>\n        <%s>\n", o.Name)
+	for s := 0; s < o.Shards; s++ {
+		remote.WriteString("            <shard><internal_replication>true</internal_replication>")
+		for r := 0; r < o.Replicas; r++ {
+			fmt.Fprintf(&remote, "<replica><host>127.0.0.1</host><port>%d</port></replica>", ps[s*o.Replicas+r].tcp)
+		}
+		remote.WriteString("</shard>\n")
+	}
+	fmt.Fprintf(&remote, "        </%s>\n    </remote_servers>\n", o.Name)
+
+	for s := 0; s < o.Shards; s++ {
+		for r := 0; r < o.Replicas; r++ {
+			p := ps[s*o.Replicas+r]
+			extra := fmt.Sprintf(`    <zookeeper><node><host>127.0.0.1</host><port>%s</port></node><session_timeout_ms>30000</session_timeout_ms></zookeeper>
+    <macros><shard>%02d</shard><replica>r%d</replica></macros>
+    <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>
+`, portOf(c.ZooKeeperAddr), s+1, r+1) + remote.String()
+			n := &Node{Shard: s + 1, Replica: r + 1, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p.tcp)),
+				opts: chlocal.Options{
+					Binary: "clickhouse-server", Dir: filepath.Join(dir, fmt.Sprintf("s%dr%d", s+1, r+1)),
+					StartTimeout: 60 * time.Second, TCPPort: p.tcp, HTTPPort: p.http, InterserverPort: p.inter,
+					ExtraConfig: extra, ProfileSettings: ProfileSettings,
+				}}
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = n.Start(context.Background()) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %s: %v", c.Nodes[i], err)
+		}
+	}
+	return c
+}
+
+// ProfileSettings are the user-profile settings cluster mode relies on
+// (docs/cluster.md): reads and writes prefer the first live replica so a
+// kvtrail process reads what it just wrote, and on 18.16 the DDL worker that
+// runs ON CLUSTER statements on the other hosts needs LowCardinality allowed
+// in its profile (the initiator's query settings do not travel with it).
+const ProfileSettings = `<load_balancing>in_order</load_balancing><allow_experimental_low_cardinality_type>1</allow_experimental_low_cardinality_type>`
+
+func (n *Node) String() string {
+	return fmt.Sprintf("shard %d replica %d (%s)", n.Shard, n.Replica, n.Addr)
+}
+
+// Start (re)starts the node's server on its ports and data directory.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv != nil {
+		return nil
+	}
+	srv, err := chlocal.Start(ctx, n.opts)
+	if err != nil {
+		return err
+	}
+	n.srv = srv
+	return nil
+}
+
+// Stop stops the node's server (SIGTERM, waits for exit).
+func (n *Node) Stop() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv != nil {
+		n.srv.Stop()
+		n.srv = nil
+	}
+}
+
+// Addrs lists every node's native endpoint, shard by shard.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// Node returns the node of shard s, replica r (1-based).
+func (c *Cluster) Node(s, r int) *Node {
+	for _, n := range c.Nodes {
+		if n.Shard == s && n.Replica == r {
+			return n
+		}
+	}
+	return nil
+}
+
+// stopAll stops the servers in parallel (each takes about 2 s), then
+// ZooKeeper.
+func (c *Cluster) stopAll() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.Stop() }()
+	}
+	wg.Wait()
+	if c.zk != nil && c.zk.Process != nil {
+		_ = c.zk.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.zkDone:
+		case <-time.After(10 * time.Second):
+			_ = c.zk.Process.Kill()
+			<-c.zkDone
+		}
+	}
+}
+
+func (c *Cluster) startZooKeeper(dir string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{"conf", "data", "log"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
+			return err
+		}
+	}
+	cfg := fmt.Sprintf(`tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=%s/data
+clientPort=%d
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr
+`, dir, port)
+	if err := os.WriteFile(filepath.Join(dir, "conf", "zoo.cfg"), []byte(cfg), 0o640); err != nil {
+		return err
+	}
+	out, err := os.Create(filepath.Join(dir, "log", "zookeeper.out"))
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cp := filepath.Join(dir, "conf") + ":" + ZooKeeperJar
+	if _, err := os.Stat("/usr/share/java/slf4j-simple.jar"); err == nil {
+		cp += ":/usr/share/java/slf4j-simple.jar"
+	}
+	cmd := exec.Command("java", "-Xmx256m", "-Dzookeeper.log.dir="+filepath.Join(dir, "log"), "-cp", cp,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "conf", "zoo.cfg"))
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.zk, c.zkDone = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(c.zkDone) }()
+	c.ZooKeeperAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		// Not ruok: it answers imok before the server serves sessions, and
+		// a ClickHouse 18.16 that connects then gives up on ZooKeeper (its
+		// DDL worker even crashes). srvr reports a version only once serving.
+		if strings.HasPrefix(fourLetter(c.ZooKeeperAddr, "srvr"), "Zookeeper version") {
+			return nil
+		}
+		select {
+		case <-c.zkDone:
+			b, _ := os.ReadFile(filepath.Join(dir, "log", "zookeeper.out"))
+			return fmt.Errorf("zookeeper exited during startup:\n%s", b)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("zookeeper did not start serving within 30s")
+}
+
+func fourLetter(addr, cmd string) string {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return ""
+	}
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+func requireTools(t testing.TB) {
+	t.Helper()
+	var missing []string
+	if _, err := exec.LookPath("clickhouse-server"); err != nil {
+		missing = append(missing, "clickhouse-server")
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		missing = append(missing, "java")
+	}
+	if _, err := os.Stat(ZooKeeperJar); err != nil {
+		missing = append(missing, ZooKeeperJar+" (apt-get install zookeeper)")
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if os.Getenv(testdb.EnvRequire) == "1" {
+		t.Fatalf("a ClickHouse cluster is required (%s=1) but these are missing: %s", testdb.EnvRequire, strings.Join(missing, ", "))
+	}
+	t.Skipf("no ClickHouse cluster for this test: missing %s", strings.Join(missing, ", "))
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
