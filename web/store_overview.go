@@ -60,6 +60,12 @@ type Gap struct {
 // are quiet for an hour now and then; two empty hours in a row are shown.
 const minGapHours = 2
 
+// minExpectedLines: a silence is a gap only if the log's own average rate
+// predicts at least this many lines in it. Event-only logs (Mooncake glog
+// writes only on errors) are silent for days by design; the same rule as
+// the completeness analyzer keeps them from burying real gaps.
+const minExpectedLines = 20
+
 func (s chStore) FindingBuckets(ctx context.Context) ([]FindingBucket, error) {
 	var out []FindingBucket
 	err := s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, count() AS n
@@ -100,6 +106,21 @@ FROM raw_lines GROUP BY node, log_format, hour ORDER BY node, log_format, hour`)
 	if err != nil {
 		return nil, fmt.Errorf("coverage: %w", err)
 	}
+	// Lines per hour over each log's span, its "normal" rate.
+	type span struct {
+		first, last time.Time
+		lines       uint64
+	}
+	spans := map[[2]string]*span{}
+	for _, h := range hc {
+		k := [2]string{h.Node, h.Format}
+		sp := spans[k]
+		if sp == nil {
+			sp = &span{first: h.Hour}
+			spans[k] = sp
+		}
+		sp.last, sp.lines = h.Hour, sp.lines+h.N
+	}
 	var gaps []Gap
 	for i := 1; i < len(hc); i++ {
 		a, b := hc[i-1], hc[i]
@@ -107,7 +128,9 @@ FROM raw_lines GROUP BY node, log_format, hour ORDER BY node, log_format, hour`)
 			continue
 		}
 		missing := int(b.Hour.Sub(a.Hour)/time.Hour) - 1
-		if missing >= minGapHours {
+		sp := spans[[2]string{a.Node, a.Format}]
+		hours := sp.last.Sub(sp.first).Hours() + 1
+		if missing >= minGapHours && float64(sp.lines)/hours*float64(missing) >= minExpectedLines {
 			gaps = append(gaps, Gap{Node: a.Node, Format: a.Format, From: a.Hour.Add(time.Hour), To: b.Hour, Hours: missing})
 		}
 	}

@@ -1,0 +1,42 @@
+package web
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/internal/testdb"
+)
+
+// A busy log's silence is a gap; an event-only log's long quiet is not.
+func TestGapsUseTheLogsOwnRate(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	ins := func(node, format string, from time.Time, n, stepSec int, idBase int) {
+		t.Helper()
+		err := db.Exec(ctx, `INSERT INTO raw_lines (ts, node, log_format, line_id, line)
+SELECT toDateTime(?) + number * ?, ?, ?, ? + number, 'x' FROM system.numbers LIMIT ?`,
+			from.Unix(), stepSec, node, format, idBase, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// busy: 100 lines/hour for 10 h, silent 3 h, 100 lines/hour for 5 h.
+	ins("busy", "sglang", t0, 1000, 36, 0)
+	ins("busy", "sglang", t0.Add(13*time.Hour), 500, 36, 10_000)
+	// sparse: one glog line a day for 10 days.
+	ins("sparse", "mooncake-glog", t0, 10, 86400, 20_000)
+
+	gaps, err := chStore{c: db}.Gaps(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gaps) != 1 {
+		t.Fatalf("gaps = %+v, want exactly the busy log's silence", gaps)
+	}
+	g := gaps[0]
+	if g.Node != "busy" || g.Hours != 3 || !g.From.Equal(t0.Add(10*time.Hour)) {
+		t.Fatalf("gap = %+v, want busy 10:00-13:00 (3 h)", g)
+	}
+}
