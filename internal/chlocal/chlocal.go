@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,8 +54,8 @@ type Server struct {
 	HTTPAddr string
 	dir      string
 	cmd      *exec.Cmd
-	exited   chan struct{}
-	waitErr  error
+	exited   <-chan struct{}
+	waitErr  func() error
 }
 
 // Start launches the server and waits until it answers.
@@ -100,8 +101,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	// server, so no orphan keeps the data directory locked. Setpgid keeps
 	// a terminal's Ctrl-C from reaching the server before kvtrail has
 	// finished with it; kvtrail stops it itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	exited, waitErr, err := StartTied(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("managed ClickHouse: start %s: %w", bin, err)
 	}
 	s := &Server{
@@ -109,10 +111,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)),
 		dir:      dir,
 		cmd:      cmd,
-		exited:   make(chan struct{}),
+		exited:   exited,
+		waitErr:  waitErr,
 	}
 	_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o640)
-	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
 
 	timeout := o.StartTimeout
 	if timeout <= 0 {
@@ -141,7 +143,7 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("managed ClickHouse exited during startup (%v):\n%s", s.waitErr, s.logTail())
+			return fmt.Errorf("managed ClickHouse exited during startup (%v):\n%s", s.waitErr(), s.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -264,3 +266,36 @@ func writeConfig(dir string, tcp, httpPort int, o Options) error {
 
 // ErrNotInstalled is wrapped when the server binary is missing.
 var ErrNotInstalled = errors.New("clickhouse-server not installed")
+
+// StartTied starts cmd so that it dies with this process: it gets SIGTERM
+// through Pdeathsig when kvtrail exits, however it exits. The kernel sends
+// that signal when the *thread* that started the child exits, not the
+// process (golang/go#27505), and a Go thread exits when a goroutine locked
+// to it returns. So the child is started from a goroutine locked to its own
+// thread that stays blocked in Wait, keeping the thread alive and unused by
+// anything else, for the child's whole life. The channel is closed when
+// the child has exited; the func then returns Wait's error.
+func StartTied(cmd *exec.Cmd) (<-chan struct{}, func() error, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	var werr error
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		werr = cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		return nil, nil, err
+	}
+	return exited, func() error { <-exited; return werr }, nil
+}

@@ -2,6 +2,7 @@ package chstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,17 @@ import (
 
 func clusterStore(t *testing.T, c *testcluster.Cluster, addrs []string) *chstore.Store {
 	t.Helper()
+	s, err := openClusterStore(t, c, addrs)
+	if err != nil {
+		t.Fatalf("open cluster store: %v", err)
+	}
+	return s
+}
+
+// openClusterStore is clusterStore for goroutines other than the test's
+// own, where t.Fatal would end the goroutine without a result and leave
+// the test waiting for it.
+func openClusterStore(t *testing.T, c *testcluster.Cluster, addrs []string) (*chstore.Store, error) {
 	s, err := chstore.Open(context.Background(), chstore.Options{
 		Addrs: addrs, Database: "kvt", Username: "default", Cluster: c.Name,
 		DialTimeout: 2 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
@@ -23,10 +35,10 @@ func clusterStore(t *testing.T, c *testcluster.Cluster, addrs []string) *chstore
 		},
 	})
 	if err != nil {
-		t.Fatalf("open cluster store: %v", err)
+		return nil, err
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return s, nil
 }
 
 // Migrations apply ON CLUSTER from any host, concurrently, exactly once;
@@ -38,7 +50,11 @@ func TestClusterMigrateAndStatus(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, addr := range []string{c.Node(1, 1).Addr, c.Node(2, 2).Addr} {
 		go func() {
-			s := clusterStore(t, c, []string{addr})
+			s, err := openClusterStore(t, c, []string{addr})
+			if err != nil {
+				errs <- fmt.Errorf("open store on %s: %w", addr, err)
+				return
+			}
 			m, err := chstore.NewMigrator(s, migrations.FS)
 			if err == nil {
 				_, err = m.Up(ctx)

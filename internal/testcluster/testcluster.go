@@ -59,7 +59,7 @@ type Cluster struct {
 	// ZooKeeperAddr is the ZooKeeper client endpoint.
 	ZooKeeperAddr string
 	zk            *exec.Cmd
-	zkDone        chan struct{}
+	zkDone        <-chan struct{}
 }
 
 // Start brings up ZooKeeper and every server and waits until all answer.
@@ -246,12 +246,12 @@ admin.enableServer=false
 	cmd := exec.Command("java", "-Xmx256m", "-Dzookeeper.log.dir="+filepath.Join(dir, "log"), "-cp", cp,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "conf", "zoo.cfg"))
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	done, _, err := chlocal.StartTied(cmd) // dies with the test binary
+	if err != nil {
 		return err
 	}
-	c.zk, c.zkDone = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(c.zkDone) }()
+	c.zk, c.zkDone = cmd, done
 	c.ZooKeeperAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
