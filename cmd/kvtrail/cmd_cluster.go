@@ -61,7 +61,8 @@ func newRetentionCmd(a *app) *cobra.Command {
 request facts) older than retention.keep. On ClickHouse 18.16, which has no
 TTL, it drops whole expired week/month partitions, skipping any that overlaps
 a case under legal hold (ON CLUSTER in cluster mode). On servers with TTL it
-sets each table's TTL, with the held windows as exceptions. Run it daily.`,
+sets each table's TTL, with the held windows as exceptions. kvtrail serve
+runs it every 6 hours when retention.keep is set; run it from cron otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if keep == 0 {
@@ -70,14 +71,11 @@ sets each table's TTL, with the held windows as exceptions. Run it daily.`,
 			if keep <= 0 {
 				return usageError{fmt.Errorf("retention.keep is 0 (keep everything); set it or pass --keep")}
 			}
-			s, closeFn, err := a.openStore(cmd.Context())
+			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := a.migrate(cmd.Context(), s); err != nil {
-				return err
-			}
 			res, err := s.ApplyRetention(cmd.Context(), keep, time.Now(), dryRun)
 			if res == nil {
 				return err

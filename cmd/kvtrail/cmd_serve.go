@@ -57,6 +57,7 @@ func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string
 		return err
 	}
 	defer stopAlerts()
+	defer a.startRetention(ctx, s)()
 	ln, err := net.Listen("tcp", a.cfg.Serve.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Serve.Addr, err)
