@@ -573,7 +573,11 @@ func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts tim
 		status: string(p.Status), reason: reason, rid: p.RID, room: p.BootstrapRoom, line: string(rec.Raw),
 	})
 	b.bytes += len(rec.Raw)
-	for _, x := range append([]parse.Parsed{p}, p.More...) {
+	for i := -1; i < len(p.More); i++ { // p, then the messages glued to it
+		x := &p
+		if i >= 0 {
+			x = &p.More[i]
+		}
 		if x.Status != parse.StatusParsed {
 			continue
 		}

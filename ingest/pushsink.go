@@ -55,6 +55,7 @@ type pushStream struct {
 	format   parse.Format
 	parser   parse.Parser
 	boots    parse.BootTracker
+	run      sourceRun // row building for this stream, set with the parser
 	lastTS   time.Time
 	cp       checkpoint
 	loaded   bool
@@ -209,6 +210,7 @@ func (s *PushSink) stream(ctx context.Context, e push.Entry) (*pushStream, error
 			return nil, fmt.Errorf("stream %s: %w", labels, err)
 		}
 		st.format, st.parser = f, p
+		st.run = sourceRun{src: Source{Node: st.node, Role: st.role}, sourceID: st.id, path: st.labels, format: f}
 	}
 	if !st.loaded {
 		cp, err := loadCheckpoint(ctx, s.store, st.id)
@@ -257,12 +259,11 @@ func (s *PushSink) addEntry(b *Batch, st *pushStream, e push.Entry) {
 	}
 	st.lastTS = ts
 	bf, bootChanged := st.boots.Observe(p, off)
-	run := &sourceRun{src: Source{Node: st.node, Role: st.role}, sourceID: st.id, path: st.labels, format: st.format}
-	run.addRecord(b, rec, p, ts)
+	st.run.addRecord(b, rec, p, ts)
 	raw := &b.raw[len(b.raw)-1]
 	raw.attrKeys, raw.attrValues = attrs(e)
 	if bootChanged {
-		run.addBoot(b, bf)
+		st.run.addBoot(b, bf)
 	}
 	c := &st.cp.Counts
 	c.Records++

@@ -28,7 +28,11 @@ const maxBootOffsets = 4096
 // Batch lines only mark that the engine is serving.
 func (t *BootTracker) Observe(p Parsed, off int64) (BootFacts, bool) {
 	changed := false
-	for _, x := range append([]Parsed{p}, p.More...) {
+	for i := -1; i < len(p.More); i++ { // p, then the messages glued to it
+		x := &p
+		if i >= 0 {
+			x = &p.More[i]
+		}
 		switch {
 		case x.Kind == KindBatch:
 			t.sawBatch = true
