@@ -25,17 +25,16 @@ type checkpoint struct {
 func loadCheckpoint(ctx context.Context, s Store, sourceID string) (checkpoint, error) {
 	cp := checkpoint{SourceID: sourceID}
 	var complete uint8
-	q := `SELECT log_format, lines, parsed, unknown, malformed, committed_offset, complete, first_ts, last_ts
+	q := `SELECT log_format, lines, parsed, unknown, malformed, bytes, committed_offset, complete, first_ts, last_ts
 FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 	err := s.QueryRow(ctx, q, sourceID).Scan(&cp.Format, &cp.Records, &cp.Parsed, &cp.Unknown, &cp.Malformed,
-		&cp.Offset, &complete, &cp.FirstTS, &cp.LastTS)
+		&cp.Bytes, &cp.Offset, &complete, &cp.FirstTS, &cp.LastTS)
 	if err != nil {
 		if isNoRows(err) {
 			return checkpoint{SourceID: sourceID}, nil
 		}
 		return cp, fmt.Errorf("read checkpoint: %w", err)
 	}
-	cp.Bytes = cp.Offset
 	cp.Complete = complete == 1
 	if cp.FirstTS.Unix() <= 0 {
 		cp.FirstTS = time.Time{}
@@ -57,7 +56,7 @@ func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	version := uint64(now.UnixNano())
 	for _, cp := range cps {
 		if err := x.Append(cp.SourceID, cp.Path, cp.Node, cp.Role, cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS),
-			cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Offset, cp.Offset, cp.Size, boolU8(cp.Complete), now, version); err != nil {
+			cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Bytes, cp.Offset, cp.Size, boolU8(cp.Complete), now, version); err != nil {
 			_ = x.Abort()
 			return fmt.Errorf("save checkpoints: %w", err)
 		}
@@ -68,18 +67,6 @@ func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	return nil
 }
 
-func saveCheckpoint(ctx context.Context, s Store, cp checkpoint) error {
-	q := `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
- malformed, bytes, committed_offset, size, complete, updated_at, version)
-SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?`
-	err := s.Exec(ctx, q, cp.SourceID, cp.Path, cp.Node, cp.Role, cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS),
-		cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Offset, cp.Offset, cp.Size, boolU8(cp.Complete),
-		uint64(time.Now().UnixNano()))
-	if err != nil {
-		return fmt.Errorf("save checkpoint: %w", err)
-	}
-	return nil
-}
 
 // saveNodes records how the sources' nodes are addressed, for correlation:
 // one row per node with the union of its declared endpoints.

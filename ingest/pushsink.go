@@ -169,12 +169,11 @@ func (s *PushSink) writeEntries(ctx context.Context, entries []push.Entry) error
 	if err := write(ctx, s.store, &b); err != nil {
 		return err
 	}
+	cps := make([]checkpoint, 0, len(touched))
 	for st := range touched {
-		if err := saveCheckpoint(ctx, s.store, st.cp); err != nil {
-			return err
-		}
+		cps = append(cps, st.cp)
 	}
-	return nil
+	return saveCheckpoints(ctx, s.store, cps)
 }
 
 // stream returns the parsing state of e's stream, creating it on first sight.

@@ -100,12 +100,19 @@ func TestLokiPushIntoClickHouse(t *testing.T) {
 			t.Errorf("%s after a repeated push: %d rows, want %d", tb, got, want)
 		}
 	}
-	var records uint64
-	if err := s.QueryRow(ctx, "SELECT argMax(lines, version) FROM ingest_sources WHERE node = 'prefill-0'").Scan(&records); err != nil {
+	var records, bytes uint64
+	if err := s.QueryRow(ctx, "SELECT argMax(lines, version), argMax(bytes, version) FROM ingest_sources WHERE node = 'prefill-0'").Scan(&records, &bytes); err != nil {
 		t.Fatal(err)
 	}
 	if records != 400 {
 		t.Errorf("completeness accounting counted %d pushed lines, want 400 (two pushes of 200)", records)
+	}
+	var want uint64
+	for i := 0; i < 200; i++ {
+		want += 2 * uint64(len(sglangLine(i, base.Add(time.Duration(i)*time.Second))))
+	}
+	if bytes != want {
+		t.Errorf("completeness accounting counted %d pushed bytes, want %d", bytes, want)
 	}
 }
 
