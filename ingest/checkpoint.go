@@ -67,7 +67,6 @@ func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	return nil
 }
 
-
 // saveNodes records how the sources' nodes are addressed, for correlation:
 // one row per node with the union of its declared endpoints.
 func saveNodes(ctx context.Context, s Store, sources []Source) error {
