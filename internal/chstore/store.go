@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -192,22 +193,64 @@ func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
 	return s.conn.Exec(ctx, sql, args...)
 }
 
+// Reads are retried when the connection, not the server, failed: a pooled
+// connection to a host that has gone down fails once, the pool drops it,
+// and the next attempt dials the next address (in cluster mode, another
+// replica). A server exception or a cancelled context is not retried.
+const readAttempts = 3
+
+func retryable(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	var ex *clickhouse.Exception
+	return !errors.As(err, &ex) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+func backoff(ctx context.Context, attempt int) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Duration(attempt*attempt) * 100 * time.Millisecond):
+		return true
+	}
+}
+
 // Query runs a query; the caller closes the rows.
 func (s *Store) Query(ctx context.Context, sql string, args ...any) (driver.Rows, error) {
 	s.see(sql)
-	return s.conn.Query(ctx, sql, args...)
+	rows, err := s.conn.Query(ctx, sql, args...)
+	for attempt := 1; attempt < readAttempts && retryable(ctx, err) && backoff(ctx, attempt); attempt++ {
+		rows, err = s.conn.Query(ctx, sql, args...)
+	}
+	return rows, err
 }
 
 // QueryRow runs a query that returns one row.
 func (s *Store) QueryRow(ctx context.Context, sql string, args ...any) driver.Row {
 	s.see(sql)
-	return s.conn.QueryRow(ctx, sql, args...)
+	row := s.conn.QueryRow(ctx, sql, args...)
+	for attempt := 1; attempt < readAttempts && retryable(ctx, row.Err()) && backoff(ctx, attempt); attempt++ {
+		row = s.conn.QueryRow(ctx, sql, args...)
+	}
+	return row
 }
 
 // Select scans all rows into dest, a pointer to a slice of structs with ch tags.
 func (s *Store) Select(ctx context.Context, dest any, sql string, args ...any) error {
 	s.see(sql)
-	return s.conn.Select(ctx, dest, sql, args...)
+	// A read that fails part-way has appended rows: trim them before retrying.
+	v := reflect.ValueOf(dest)
+	n := -1
+	if v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Slice {
+		n = v.Elem().Len()
+	}
+	err := s.conn.Select(ctx, dest, sql, args...)
+	for attempt := 1; attempt < readAttempts && n >= 0 && retryable(ctx, err) && backoff(ctx, attempt); attempt++ {
+		v.Elem().SetLen(n)
+		err = s.conn.Select(ctx, dest, sql, args...)
+	}
+	return err
 }
 
 // PrepareBatch starts a batch insert. The statement must name its columns:
