@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/bench"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 	"github.com/kvtrail/kvtrail/internal/testdb"
@@ -76,13 +76,7 @@ func memoryChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			fmt.Printf("%d %d\n", kb*1024, res.Records)
-		}
-	}
+	fmt.Printf("%d %d\n", bench.PeakRSS(), res.Records)
 	return 0
 }
 

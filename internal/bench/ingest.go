@@ -65,7 +65,7 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 		return res, fmt.Errorf("kvtrail ingest: %w", err)
 	}
 	res.Sources, res.Records, res.Bytes = len(sum.Sources), sum.Total.Records, sum.Total.Bytes
-	res.PeakRSSBytes = peakRSS()
+	res.PeakRSSBytes = PeakRSS()
 
 	tsv, err := os.CreateTemp("", "kvtrail-bench-*.tsv")
 	if err != nil {
@@ -151,8 +151,9 @@ func writeEscaped(w *bufio.Writer, b []byte) {
 	}
 }
 
-// peakRSS reads VmHWM from /proc/self/status (0 where unavailable).
-func peakRSS() uint64 {
+// PeakRSS is this process's peak resident set size in bytes, VmHWM from
+// /proc/self/status (0 where unavailable).
+func PeakRSS() uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
