@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -43,178 +44,325 @@ const (
  ingested_at)`
 )
 
+// insertRawNoAttrs is insertRaw without the attribute arrays, for batches
+// in which no record has any (every file ingest): the server fills the
+// empty defaults, and the client skips two per-row reflective array appends.
+const insertRawNoAttrs = `INSERT INTO raw_lines (ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line_no,
+ line_id, kind, parse_status, parse_error, rid, bootstrap_room, line, ingested_at)`
+
+// blockRows is how many rows go into one native-protocol block. An insert
+// of a whole batch is sent as several blocks of one INSERT (the server
+// squashes them into parts as before); the driver's column buffers are
+// reset, not reallocated, between blocks, so they stay this small instead
+// of growing (and being copied) to the size of the batch.
+const blockRows = 8192
+
+// tableWrite is one table's share of a batch.
+type tableWrite struct {
+	name string
+	n    int
+	sql  string
+	// fill appends rows [lo, hi) to x.
+	fill func(x driver.Batch, lo, hi int) error
+}
+
 // write inserts every non-empty table of b. Tables are written one after
 // another; a failure part-way leaves earlier tables written, which is safe
 // because the checkpoint is not advanced and a retry writes the same keys.
 func write(ctx context.Context, s Store, b *Batch) error {
 	now := time.Now().UTC()
-	steps := []struct {
-		name  string
-		n     int
-		sql   string
-		apply func(driver.Batch) error
-	}{
-		{"raw_lines", len(b.raw), insertRaw, func(x driver.Batch) error {
-			// Columnar: one Append per column instead of reflection per
-			// row; raw_lines is the biggest insert by far.
-			n := len(b.raw)
-			ts, tsns := make([]time.Time, n), make([]uint64, n)
-			node, role, format, source, digest := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			off, lineNo, lineID, room := make([]uint64, n), make([]uint64, n), make([]uint64, n), make([]uint64, n)
-			kind, status, reason, rid, line := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			keys, vals, at := make([][]string, n), make([][]string, n), make([]time.Time, n)
-			for i, r := range b.raw {
-				ts[i], tsns[i] = chTime(r.ts), tsNS(r.ts)
-				node[i], role[i], format[i], source[i], digest[i] = r.node, r.role, r.format, r.source, r.digest
-				off[i], lineNo[i], lineID[i], room[i] = r.offset, r.lineNo, r.lineID, r.room
-				kind[i], status[i], reason[i], rid[i], line[i] = r.kind, r.status, r.reason, r.rid, r.line
-				keys[i], vals[i], at[i] = orEmpty(r.attrKeys), orEmpty(r.attrValues), now
-			}
-			return appendColumns(x, ts, tsns, node, role, format, source, digest, off, lineNo, lineID, kind, status, reason, rid, room, line, keys, vals, at)
-		}},
-		{"id_index", len(b.ids), insertIDs, func(x driver.Batch) error {
-			n := len(b.ids)
-			id, kind, node, ts, lineID := make([]string, n), make([]string, n), make([]string, n), make([]time.Time, n), make([]uint64, n)
-			for i, r := range b.ids {
-				id[i], kind[i], node[i], ts[i], lineID[i] = r.id, r.kind, r.node, chTime(r.ts), r.lineID
-			}
-			return appendColumns(x, id, kind, node, ts, lineID)
-		}},
-		{"node_boots", len(b.boots), insertBoots, func(x driver.Batch) error {
-			for _, r := range b.boots {
+	rawSQL, rawCols := insertRawNoAttrs, rawColumns(now, false)
+	for i := range b.raw {
+		if len(b.raw[i].attrKeys) > 0 {
+			rawSQL, rawCols = insertRaw, rawColumns(now, true)
+			break
+		}
+	}
+	raw := tableWrite{"raw_lines", len(b.raw), rawSQL, columns(b.raw, rawCols...)}
+	typed := []tableWrite{
+		{"id_index", len(b.ids), insertIDs, columns(b.ids,
+			col(func(r *idRow) string { return r.id }),
+			col(func(r *idRow) string { return r.kind }),
+			col(func(r *idRow) string { return r.node }),
+			col(func(r *idRow) time.Time { return chTime(r.ts) }),
+			col(func(r *idRow) uint64 { return r.lineID }),
+		)},
+		{"node_boots", len(b.boots), insertBoots, func(x driver.Batch, lo, hi int) error {
+			// A handful of rows per batch: row appends are fine here.
+			for _, r := range b.boots[lo:hi] {
 				f := r.f
-				keys, vals := f.ArgKeys, f.ArgValues
-				if keys == nil {
-					keys, vals = []string{}, []string{}
-				}
 				if err := x.Append(r.node, r.role, chTime(f.BootTS), tsNS(f.BootTS), f.BootID, "", f.DisaggregationMode,
 					f.TransferBackend, f.ModelPath, f.PageSize, f.ContextLen, f.MaxTotalNumTokens, f.MaxReqInputLen, f.MaxPrefillTokens,
 					f.ChunkedPrefillSize, f.MaxRunningRequests, f.KVPoolTokens, f.TPSize, f.DPSize, f.PPSize, f.MemFractionStatic,
-					boolU8(f.AllowAutoTruncate), keys, vals, r.lineIDs, f.Facts, now); err != nil {
+					boolU8(f.AllowAutoTruncate), orEmpty(f.ArgKeys), orEmpty(f.ArgValues), r.lineIDs, f.Facts, now); err != nil {
 					return err
 				}
 			}
 			return nil
 		}},
-		{"engine_events", len(b.engine), insertEngine, func(x driver.Batch) error {
-			for _, r := range b.engine {
-				e := r.e
-				if err := x.Append(chTime(r.ts), tsNS(r.ts), r.node, r.role, e.Ranks.DP, e.Ranks.TP, e.Event, e.RID, e.BootstrapRoom,
-					e.BootstrapHost, e.BootstrapPort, e.PromptTokens, e.CompletionTokens, e.CachedTokens, e.InputLen, e.LimitTokens,
-					e.FinishType, e.FinishMessage, e.StatusCode, e.E2ELatencyMs, r.lineID, now); err != nil {
-					return err
+		{"engine_events", len(b.engine), insertEngine, columns(b.engine,
+			col(func(r *engineRow) time.Time { return chTime(r.ts) }),
+			col(func(r *engineRow) uint64 { return tsNS(r.ts) }),
+			col(func(r *engineRow) string { return r.node }),
+			col(func(r *engineRow) string { return r.role }),
+			col(func(r *engineRow) int16 { return r.e.Ranks.DP }),
+			col(func(r *engineRow) int16 { return r.e.Ranks.TP }),
+			col(func(r *engineRow) string { return r.e.Event }),
+			col(func(r *engineRow) string { return r.e.RID }),
+			col(func(r *engineRow) uint64 { return r.e.BootstrapRoom }),
+			col(func(r *engineRow) string { return r.e.BootstrapHost }),
+			col(func(r *engineRow) uint32 { return r.e.BootstrapPort }),
+			col(func(r *engineRow) uint64 { return r.e.PromptTokens }),
+			col(func(r *engineRow) uint64 { return r.e.CompletionTokens }),
+			col(func(r *engineRow) uint64 { return r.e.CachedTokens }),
+			col(func(r *engineRow) uint64 { return r.e.InputLen }),
+			col(func(r *engineRow) uint64 { return r.e.LimitTokens }),
+			col(func(r *engineRow) string { return r.e.FinishType }),
+			col(func(r *engineRow) string { return r.e.FinishMessage }),
+			col(func(r *engineRow) uint16 { return r.e.StatusCode }),
+			col(func(r *engineRow) float64 { return r.e.E2ELatencyMs }),
+			col(func(r *engineRow) uint64 { return r.lineID }),
+			constant[engineRow](now),
+		)},
+		{"batch_stats", len(b.batches), insertBatch, columns(b.batches,
+			col(func(r *batchRow) time.Time { return chTime(r.ts) }),
+			col(func(r *batchRow) uint64 { return tsNS(r.ts) }),
+			col(func(r *batchRow) string { return r.node }),
+			col(func(r *batchRow) string { return r.role }),
+			col(func(r *batchRow) int16 { return r.b.Ranks.DP }),
+			col(func(r *batchRow) int16 { return r.b.Ranks.TP }),
+			col(func(r *batchRow) string { return r.b.Kind }),
+			col(func(r *batchRow) uint32 { return r.b.NewSeq }),
+			col(func(r *batchRow) uint64 { return r.b.NewToken }),
+			col(func(r *batchRow) uint64 { return r.b.CachedToken }),
+			col(func(r *batchRow) uint64 { return r.b.NumToken }),
+			col(func(r *batchRow) float64 { return r.b.TokenUsage }),
+			col(func(r *batchRow) int32 { return r.b.RunningReq }),
+			col(func(r *batchRow) int32 { return r.b.QueueReq }),
+			col(func(r *batchRow) int32 { return r.b.BootstrapReq }),
+			col(func(r *batchRow) int32 { return r.b.InflightReq }),
+			col(func(r *batchRow) int32 { return r.b.PreallocReq }),
+			col(func(r *batchRow) int32 { return r.b.TransferReq }),
+			col(func(r *batchRow) int32 { return r.b.RetractedReq }),
+			col(func(r *batchRow) float64 { return r.b.Throughput }),
+			col(func(r *batchRow) []string { return orEmpty(r.b.FieldKeys) }),
+			col(func(r *batchRow) []string { return orEmpty(r.b.FieldValues) }),
+			col(func(r *batchRow) uint64 { return r.lineID }),
+			constant[batchRow](now),
+		)},
+		{"transfer_events", len(b.transfer), insertTransfer, columns(b.transfer,
+			col(func(r *transferRow) time.Time { return chTime(r.ts) }),
+			col(func(r *transferRow) uint64 { return tsNS(r.ts) }),
+			col(func(r *transferRow) string { return r.node }),
+			col(func(r *transferRow) string { return r.role }),
+			col(func(r *transferRow) int16 { return r.t.Ranks.DP }),
+			col(func(r *transferRow) int16 { return r.t.Ranks.TP }),
+			col(func(r *transferRow) string { return r.t.Source }),
+			col(func(r *transferRow) string { return r.t.Event }),
+			col(func(r *transferRow) string { return r.t.RID }),
+			col(func(r *transferRow) uint64 { return r.t.BootstrapRoom }),
+			col(func(r *transferRow) uint64 { return r.t.OtherRoom }),
+			col(func(r *transferRow) int64 { return r.t.MetadataIndex }),
+			col(func(r *transferRow) string { return r.t.Reason }),
+			col(func(r *transferRow) string { return r.t.Peer }),
+			col(func(r *transferRow) string { return r.t.NIC }),
+			col(func(r *transferRow) uint64 { return r.lineID }),
+			constant[transferRow](now),
+		)},
+		{"gateway_responses", len(b.gateway), insertGateway, columns(b.gateway,
+			col(func(r *gatewayRow) time.Time { return chTime(r.ts) }),
+			col(func(r *gatewayRow) uint64 { return tsNS(r.ts) }),
+			col(func(r *gatewayRow) string { return r.g.RequestID }),
+			col(func(r *gatewayRow) string { return r.g.Tenant }),
+			col(func(r *gatewayRow) string { return r.g.Model }),
+			col(func(r *gatewayRow) uint16 { return r.g.Status }),
+			col(func(r *gatewayRow) uint64 { return r.g.PromptTokens }),
+			col(func(r *gatewayRow) uint64 { return r.g.CompletionTokens }),
+			col(func(r *gatewayRow) uint64 { return r.g.CachedTokens }),
+			col(func(r *gatewayRow) float64 { return r.g.TTFTMs }),
+			col(func(r *gatewayRow) float64 { return r.g.DurationMs }),
+			col(func(r *gatewayRow) string { return r.g.PrefillEndpoint }),
+			col(func(r *gatewayRow) string { return r.g.DecodeEndpoint }),
+			col(func(r *gatewayRow) uint64 { return r.g.BootstrapRoom }),
+			col(func(r *gatewayRow) string { return r.g.PrefillRID }),
+			col(func(r *gatewayRow) string { return r.g.DecodeRID }),
+			col(func(r *gatewayRow) string {
+				if r.g.Gateway == "" {
+					return r.node
 				}
-			}
-			return nil
-		}},
-		{"batch_stats", len(b.batches), insertBatch, func(x driver.Batch) error {
-			for _, r := range b.batches {
-				s := r.b
-				keys, vals := s.FieldKeys, s.FieldValues
-				if keys == nil {
-					keys, vals = []string{}, []string{}
+				return r.g.Gateway
+			}),
+			col(func(r *gatewayRow) uint64 { return r.lineID }),
+			constant[gatewayRow](now),
+		)},
+		{"metric_samples", len(b.metrics), insertMetrics, columns(b.metrics,
+			col(func(r *metricRow) time.Time { return chTime(r.m.TS) }),
+			col(func(r *metricRow) uint64 { return uint64(max(r.m.TSMs, 0)) }),
+			col(func(r *metricRow) string { return r.node }),
+			col(func(r *metricRow) string { return r.m.Name }),
+			col(func(r *metricRow) uint64 { return r.m.SeriesID }),
+			col(func(r *metricRow) []string { return orEmpty(r.m.LabelKeys) }),
+			col(func(r *metricRow) []string { return orEmpty(r.m.LabelValues) }),
+			col(func(r *metricRow) float64 { return r.m.Value }),
+			col(func(r *metricRow) string { return r.source }),
+			constant[metricRow](now),
+		)},
+		{"page_events", len(b.pages), insertPages, columns(b.pages,
+			col(func(r *pageRow) time.Time { return chTime(r.ts) }),
+			col(func(r *pageRow) uint64 { return tsNS(r.ts) }),
+			col(func(r *pageRow) string { return r.node }),
+			col(func(r *pageRow) int16 { return r.p.DPRank }),
+			col(func(r *pageRow) string { return r.p.Event }),
+			col(func(r *pageRow) string { return r.p.RID }),
+			col(func(r *pageRow) uint64 { return r.p.BootstrapRoom }),
+			col(func(r *pageRow) []uint32 {
+				if r.p.Pages == nil {
+					return []uint32{}
 				}
-				if err := x.Append(chTime(r.ts), tsNS(r.ts), r.node, r.role, s.Ranks.DP, s.Ranks.TP, s.Kind, s.NewSeq, s.NewToken,
-					s.CachedToken, s.NumToken, s.TokenUsage, s.RunningReq, s.QueueReq, s.BootstrapReq, s.InflightReq, s.PreallocReq,
-					s.TransferReq, s.RetractedReq, s.Throughput, keys, vals, r.lineID, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"transfer_events", len(b.transfer), insertTransfer, func(x driver.Batch) error {
-			for _, r := range b.transfer {
-				t := r.t
-				if err := x.Append(chTime(r.ts), tsNS(r.ts), r.node, r.role, t.Ranks.DP, t.Ranks.TP, t.Source, t.Event, t.RID,
-					t.BootstrapRoom, t.OtherRoom, t.MetadataIndex, t.Reason, t.Peer, t.NIC, r.lineID, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"gateway_responses", len(b.gateway), insertGateway, func(x driver.Batch) error {
-			for _, r := range b.gateway {
-				g := r.g
-				gw := g.Gateway
-				if gw == "" {
-					gw = r.node
-				}
-				if err := x.Append(chTime(r.ts), tsNS(r.ts), g.RequestID, g.Tenant, g.Model, g.Status, g.PromptTokens,
-					g.CompletionTokens, g.CachedTokens, g.TTFTMs, g.DurationMs, g.PrefillEndpoint, g.DecodeEndpoint, g.BootstrapRoom,
-					g.PrefillRID, g.DecodeRID, gw, r.lineID, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
-		{"metric_samples", len(b.metrics), insertMetrics, func(x driver.Batch) error {
-			n := len(b.metrics)
-			ts, ms, node, name, series := make([]time.Time, n), make([]uint64, n), make([]string, n), make([]string, n), make([]uint64, n)
-			keys, vals, value, source, at := make([][]string, n), make([][]string, n), make([]float64, n), make([]string, n), make([]time.Time, n)
-			for i, r := range b.metrics {
-				m := r.m
-				ts[i], ms[i] = chTime(m.TS), uint64(max(m.TSMs, 0))
-				node[i], name[i], series[i] = r.node, m.Name, m.SeriesID
-				keys[i], vals[i], value[i], source[i], at[i] = orEmpty(m.LabelKeys), orEmpty(m.LabelValues), m.Value, r.source, now
-			}
-			return appendColumns(x, ts, ms, node, name, series, keys, vals, value, source, at)
-		}},
-		{"page_events", len(b.pages), insertPages, func(x driver.Batch) error {
-			for _, r := range b.pages {
-				p := r.p
-				pages := p.Pages
-				if pages == nil {
-					pages = []uint32{}
-				}
-				if err := x.Append(chTime(r.ts), tsNS(r.ts), r.node, p.DPRank, p.Event, p.RID, p.BootstrapRoom, pages, r.lineID, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		}},
+				return r.p.Pages
+			}),
+			col(func(r *pageRow) uint64 { return r.lineID }),
+			constant[pageRow](now),
+		)},
 	}
-	// raw_lines (the bulk) goes on its own connection while the typed
-	// tables are written on another: the client's encoding and the
-	// server's insert work overlap.
-	type step = struct {
-		name  string
-		n     int
-		sql   string
-		apply func(driver.Batch) error
-	}
-	run := func(list []step) error {
-		for _, st := range list {
-			if st.n == 0 {
-				continue
-			}
-			x, err := s.PrepareBatch(ctx, st.sql)
-			if err != nil {
-				return fmt.Errorf("prepare insert into %s: %w", st.name, err)
-			}
-			if err := st.apply(x); err != nil {
-				_ = x.Abort()
-				return fmt.Errorf("append to %s: %w", st.name, err)
-			}
-			if err := x.Send(); err != nil {
-				return fmt.Errorf("insert %d rows into %s: %w", st.n, st.name, err)
+	run := func(list ...tableWrite) error {
+		for _, t := range list {
+			if t.n > 0 {
+				if err := insert(ctx, s, t); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	}
+	// raw_lines (the bulk) goes on its own connection while the typed
+	// tables are written on another: the client's encoding and the
+	// server's insert work overlap.
 	errc := make(chan error, 1)
-	go func() { errc <- run(steps[:1]) }()
-	err := run(steps[1:])
+	go func() { errc <- run(raw) }()
+	err := run(typed...)
 	return errors.Join(<-errc, err)
 }
 
+// rawColumns are raw_lines' columns in insertRaw's order (without the
+// attribute arrays unless attrs).
+func rawColumns(now time.Time, attrs bool) []func([]rawRow) any {
+	cols := []func([]rawRow) any{
+		col(func(r *rawRow) time.Time { return chTime(r.ts) }),
+		col(func(r *rawRow) uint64 { return tsNS(r.ts) }),
+		col(func(r *rawRow) string { return r.node }),
+		col(func(r *rawRow) string { return r.role }),
+		col(func(r *rawRow) string { return r.format }),
+		col(func(r *rawRow) string { return r.source }),
+		col(func(r *rawRow) string { return r.digest }),
+		col(func(r *rawRow) uint64 { return r.offset }),
+		col(func(r *rawRow) uint64 { return r.lineNo }),
+		col(func(r *rawRow) uint64 { return r.lineID }),
+		col(func(r *rawRow) string { return r.kind }),
+		col(func(r *rawRow) string { return r.status }),
+		col(func(r *rawRow) string { return r.reason }),
+		col(func(r *rawRow) string { return r.rid }),
+		col(func(r *rawRow) uint64 { return r.room }),
+		col(func(r *rawRow) string { return r.line }),
+	}
+	if attrs {
+		cols = append(cols,
+			col(func(r *rawRow) []string { return orEmpty(r.attrKeys) }),
+			col(func(r *rawRow) []string { return orEmpty(r.attrValues) }))
+	}
+	return append(cols, constant[rawRow](now))
+}
+
+// insert writes t as one INSERT of blocks of at most blockRows rows.
+func insert(ctx context.Context, s Store, t tableWrite) error {
+	x, err := s.PrepareBatch(ctx, t.sql)
+	if err != nil {
+		return fmt.Errorf("prepare insert into %s: %w", t.name, err)
+	}
+	for lo := 0; lo < t.n; lo += blockRows {
+		hi := min(lo+blockRows, t.n)
+		if err := t.fill(x, lo, hi); err != nil {
+			_ = x.Abort()
+			return fmt.Errorf("append to %s: %w", t.name, err)
+		}
+		if hi < t.n {
+			if err := x.Flush(); err != nil {
+				_ = x.Abort()
+				return fmt.Errorf("insert %d rows into %s: %w", t.n, t.name, err)
+			}
+		}
+	}
+	if err := x.Send(); err != nil {
+		return fmt.Errorf("insert %d rows into %s: %w", t.n, t.name, err)
+	}
+	return nil
+}
+
+// columns returns a fill that appends rows[lo:hi] one column at a time, in
+// the order of cols (the INSERT's column order).
+func columns[R any](rows []R, cols ...func([]R) any) func(driver.Batch, int, int) error {
+	return func(x driver.Batch, lo, hi int) error {
+		chunk := rows[lo:hi]
+		vals := make([]any, len(cols))
+		for i, c := range cols {
+			vals[i] = c(chunk)
+		}
+		return appendColumns(x, vals...)
+	}
+}
+
+// col turns a field accessor into a column extractor.
+func col[R, T any](f func(*R) T) func([]R) any {
+	return func(rows []R) any {
+		out := make([]T, len(rows))
+		for i := range rows {
+			out[i] = f(&rows[i])
+		}
+		return out
+	}
+}
+
+// constant is a column holding v in every row (ingested_at).
+func constant[R any](v time.Time) func([]R) any {
+	return func(rows []R) any {
+		out := make([]time.Time, len(rows))
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+}
+
 // appendColumns appends one slice per column, in the INSERT's column order.
+// String slices bound for LowCardinality columns are handed over boxed:
+// the driver appends those row by row through interfaces, and boxing each
+// distinct value once saves an allocation per row.
 func appendColumns(x driver.Batch, cols ...any) error {
+	types := x.Columns()
 	for i, c := range cols {
+		if s, ok := c.([]string); ok && i < len(types) && strings.HasPrefix(string(types[i].Type()), "LowCardinality(") {
+			c = boxStrings(s)
+		}
 		if err := x.Column(i).Append(c); err != nil {
 			return fmt.Errorf("column %d: %w", i, err)
 		}
 	}
 	return nil
+}
+
+// boxStrings returns s as interfaces, sharing one box per distinct value.
+func boxStrings(s []string) []any {
+	out := make([]any, len(s))
+	seen := map[string]any{}
+	for i, v := range s {
+		b, ok := seen[v]
+		if !ok {
+			b = v
+			seen[v] = b
+		}
+		out[i] = b
+	}
+	return out
 }
 
 // orEmpty turns a nil slice into an empty one (an empty Array).

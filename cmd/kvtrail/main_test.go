@@ -242,3 +242,23 @@ func TestServeManagedClickHouseLifecycle(t *testing.T) {
 		t.Fatalf("clickhouse-server %d outlived kvtrail after SIGKILL", chPID2)
 	}
 }
+
+// TestProfileFlags: the hidden --cpuprofile and --memprofile flags write
+// profiles pprof can read, for any command.
+func TestProfileFlags(t *testing.T) {
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
+	_, errOut, code := run(t, dir, nil, "config", "print", "--cpuprofile", cpu, "--memprofile", mem)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, p := range []string{cpu, mem} {
+		out, err := exec.Command("go", "tool", "pprof", "-top", binary, p).CombinedOutput()
+		if err != nil {
+			t.Fatalf("pprof cannot read %s: %v\n%s", filepath.Base(p), err, out)
+		}
+	}
+	if _, errOut, code := run(t, dir, nil, "config", "print", "--memprofile", filepath.Join(dir, "no", "such", "dir", "m.prof")); code == 0 || !strings.Contains(errOut, "memory profile") {
+		t.Fatalf("an unwritable profile path: exit %d, stderr %q; want a failure naming the profile", code, errOut)
+	}
+}

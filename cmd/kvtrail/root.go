@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,35 @@ type app struct {
 	// chAddrs are the ClickHouse endpoints in use (the managed server's
 	// once started), for tools such as clickhouse-client.
 	chAddrs []string
+	// stopProfile ends the --cpuprofile profile, if one runs.
+	stopProfile func()
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeAllocProfile writes the allocations made so far (go tool pprof
+// -sample_index=alloc_space) to path.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("memory profile: %w", err)
+	}
+	return f.Close()
 }
 
 const flagKey = "kvtrail_config_key"
@@ -45,7 +75,23 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if path, _ := cmd.Flags().GetString("cpuprofile"); path != "" {
+				stop, err := startCPUProfile(path)
+				if err != nil {
+					return err
+				}
+				a.stopProfile = stop
+			}
 			return a.load(cmd)
+		},
+		PersistentPostRunE: func(cmd *cobra.Command, _ []string) error {
+			if a.stopProfile != nil {
+				a.stopProfile()
+			}
+			if path, _ := cmd.Flags().GetString("memprofile"); path != "" {
+				return writeAllocProfile(path)
+			}
+			return nil
 		},
 	}
 	pf := root.PersistentFlags()
@@ -58,6 +104,11 @@ func newRootCmd() *cobra.Command {
 	bindFlag(pf.Lookup("data-dir"), "local.data_dir")
 	pf.String("log-level", "", "debug, info, warn or error")
 	bindFlag(pf.Lookup("log-level"), "log.level")
+	// For whoever measures kvtrail (docs/architecture.md, "Measuring").
+	pf.String("cpuprofile", "", "write a Go CPU profile of the command to this file")
+	_ = pf.MarkHidden("cpuprofile")
+	pf.String("memprofile", "", "write a Go allocation profile of the command to this file")
+	_ = pf.MarkHidden("memprofile")
 
 	root.AddCommand(newConfigCmd(a), newMigrateCmd(a), newServeCmd(a), newDemoCmd(a))
 	for _, extra := range extraCommands {
