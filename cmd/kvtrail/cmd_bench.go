@@ -67,12 +67,14 @@ prints lines/s for both and their ratio.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "dataset: %d sources, %d records, %.1f MB\n", res.Sources, res.Records, float64(res.Bytes)/1e6)
+			fmt.Fprintf(w, "dataset: %d sources, %d lines (%d records), %.1f MB\n", res.Sources, res.Lines, res.Records, float64(res.Bytes)/1e6)
 			fmt.Fprintf(w, "kvtrail ingest (raw_lines + typed tables): %8.2fs  %10.0f lines/s  %6.1f MB/s\n",
 				res.Kvtrail.Seconds(), res.LinesPerSec(), float64(res.Bytes)/1e6/res.Kvtrail.Seconds())
 			fmt.Fprintf(w, "baseline clickhouse-client raw load:       %8.2fs  %10.0f lines/s  (%d rows)\n",
 				res.Baseline.Seconds(), res.BaselineLinesPerSec(), res.BaselineRows)
 			fmt.Fprintf(w, "ratio kvtrail/baseline: %.2f   peak RSS: %.0f MB\n", res.Ratio(), float64(res.PeakRSSBytes)/1e6)
+			fmt.Fprintf(w, "server floor (ClickHouse re-storing kvtrail's rows, no client): %.2fs  ceiling ratio %.2f\n",
+				res.ServerFloor.Seconds(), res.CeilingRatio())
 			return nil
 		},
 	}

@@ -28,19 +28,37 @@ type Store interface {
 
 // IngestResult is one run of the ingest benchmark.
 type IngestResult struct {
-	Sources  int
-	Records  uint64
+	Sources int
+	// Records is what kvtrail stored: one per physical line, except that a
+	// traceback's lines form one record with the line they belong to.
+	Records uint64
+	// Lines is the physical lines of the input, what the baseline loads.
+	Lines    uint64
 	Bytes    uint64
 	Kvtrail  time.Duration
 	Baseline time.Duration
-	// BaselineRows is what clickhouse-client loaded (must equal Records).
+	// BaselineRows is what clickhouse-client loaded (must equal Lines).
 	BaselineRows uint64
 	// PeakRSSBytes is this process's peak resident set size (VmHWM).
 	PeakRSSBytes uint64
+	// ServerFloor is what ClickHouse alone spends storing the rows kvtrail
+	// wrote: re-inserting them table to table inside the server, minus
+	// reading them (see Ingest). No client, parsing or network is in it.
+	ServerFloor time.Duration
 }
 
-// LinesPerSec of kvtrail's ingest.
-func (r IngestResult) LinesPerSec() float64 { return float64(r.Records) / r.Kvtrail.Seconds() }
+// CeilingRatio is the best ratio any client could reach with this schema
+// on this server: the baseline's time over the server floor.
+func (r IngestResult) CeilingRatio() float64 {
+	if r.ServerFloor <= 0 {
+		return 0
+	}
+	return r.Baseline.Seconds() / r.ServerFloor.Seconds()
+}
+
+// LinesPerSec of kvtrail's ingest: the same physical lines the baseline
+// loads, over kvtrail's time.
+func (r IngestResult) LinesPerSec() float64 { return float64(r.Lines) / r.Kvtrail.Seconds() }
 
 // BaselineLinesPerSec of the clickhouse-client load.
 func (r IngestResult) BaselineLinesPerSec() float64 {
@@ -72,7 +90,7 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 		return res, err
 	}
 	defer os.Remove(tsv.Name())
-	if err := writeBaselineInput(tsv, sources); err != nil {
+	if res.Lines, err = writeBaselineInput(tsv, sources); err != nil {
 		tsv.Close()
 		return res, err
 	}
@@ -105,31 +123,80 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 		return res, err
 	}
 	_ = s.Exec(ctx, "DROP TABLE IF EXISTS bench_baseline")
+	if res.ServerFloor, err = serverFloor(ctx, s); err != nil {
+		return res, fmt.Errorf("server floor: %w", err)
+	}
 	return res, nil
 }
 
+// floorTables are the tables an ingest writes rows to.
+var floorTables = []string{"raw_lines", "id_index", "node_boots", "engine_events", "batch_stats",
+	"transfer_events", "gateway_responses", "metric_samples", "page_events"}
+
+// serverFloor measures the server's own cost of storing what kvtrail
+// wrote: for each table, INSERT INTO a copy SELECT * FROM it, minus a
+// SELECT * of it read to nowhere (FORMAT Null). What remains is what the
+// server spends sorting, compressing and writing the rows, with no client
+// in the loop: a lower bound on any ingest of these rows into this schema.
+func serverFloor(ctx context.Context, s Store) (time.Duration, error) {
+	var total time.Duration
+	for _, t := range floorTables {
+		var n uint64
+		if err := s.QueryRow(ctx, "SELECT count() FROM "+t).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			continue
+		}
+		cp := "bench_floor_" + t
+		if err := s.Exec(ctx, "DROP TABLE IF EXISTS "+cp); err != nil {
+			return 0, err
+		}
+		if err := s.Exec(ctx, "CREATE TABLE "+cp+" AS "+t); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := s.Exec(ctx, "SELECT * FROM "+t+" FORMAT Null"); err != nil {
+			return 0, err
+		}
+		read := time.Since(start)
+		start = time.Now()
+		if err := s.Exec(ctx, "INSERT INTO "+cp+" SELECT * FROM "+t); err != nil {
+			return 0, err
+		}
+		total += max(time.Since(start)-read, 0)
+		if err := s.Exec(ctx, "DROP TABLE "+cp); err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
+}
+
 // writeBaselineInput writes every physical line of the sources as a
-// TabSeparated row (escaped, so tabs and backslashes in logs survive).
-func writeBaselineInput(w io.Writer, sources []ingest.Source) error {
+// TabSeparated row (escaped, so tabs and backslashes in logs survive) and
+// returns how many it wrote.
+func writeBaselineInput(w io.Writer, sources []ingest.Source) (uint64, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
+	var n uint64
 	for _, src := range sources {
 		f, err := os.Open(src.Path)
 		if err != nil {
-			return err
+			return n, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 16<<20)
 		for sc.Scan() {
 			writeEscaped(bw, sc.Bytes())
 			bw.WriteByte('\n')
+			n++
 		}
 		err = sc.Err()
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("read %s: %w", filepath.Base(src.Path), err)
+			return n, fmt.Errorf("read %s: %w", filepath.Base(src.Path), err)
 		}
 	}
-	return bw.Flush()
+	return n, bw.Flush()
 }
 
 func writeEscaped(w *bufio.Writer, b []byte) {

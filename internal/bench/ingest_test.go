@@ -1,0 +1,54 @@
+package bench_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/bench"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// The ingest benchmark loads the same records both ways, measures a server
+// floor, and leaves none of its scratch tables behind.
+func TestIngestBenchmark(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 3, Scale: 0.01, Days: 1, OutDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	sources, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testdb.New(t)
+	res, err := bench.Ingest(ctx, s, testdb.Addr(t), sources, ingest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Lines == 0 || res.BaselineRows != res.Lines {
+		t.Fatalf("the input has %d lines, the baseline loaded %d rows; want the same, non-zero", res.Lines, res.BaselineRows)
+	}
+	// Tracebacks join the record they belong to, so records <= lines.
+	if res.Records == 0 || res.Records > res.Lines {
+		t.Fatalf("kvtrail stored %d records from %d lines", res.Records, res.Lines)
+	}
+	if res.Kvtrail <= 0 || res.Baseline <= 0 || res.ServerFloor <= 0 {
+		t.Fatalf("durations must all be measured: %+v", res)
+	}
+	if r := res.Ratio(); r <= 0 || r != res.LinesPerSec()/res.BaselineLinesPerSec() {
+		t.Fatalf("ratio %v", r)
+	}
+	var left uint64
+	if err := s.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name LIKE 'bench_%'").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d bench_ tables left behind", left)
+	}
+	t.Logf("%d records: kvtrail %v, baseline %v, server floor %v (ceiling ratio %.2f)", res.Records, res.Kvtrail, res.Baseline, res.ServerFloor, res.CeilingRatio())
+}
