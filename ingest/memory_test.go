@@ -20,7 +20,8 @@ import (
 )
 
 // writeBigLog writes about size bytes of real-format SGLang lines: batch
-// lines, Receive/Finish request logs with long prompts and rejections.
+// lines, Receive/Finish request logs with prompts of 0.7 to 11 KB (the
+// engine logs the prompt text) and rejections; 1.5 KB a line on average.
 func writeBigLog(t *testing.T, path string, size int64) int64 {
 	t.Helper()
 	f, err := os.Create(path)
@@ -30,7 +31,10 @@ func writeBigLog(t *testing.T, path string, size int64) int64 {
 	w := bufio.NewWriterSize(f, 1<<20)
 	base := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
 	var n, lines int64
-	prompt := strings.Repeat("tell me about the weather in tokens ", 20)
+	var prompts []string
+	for _, n := range []int{20, 40, 80, 160, 320} {
+		prompts = append(prompts, strings.Repeat("tell me about the weather in tokens ", n))
+	}
 	for i := 0; n < size; i++ {
 		ts := base.Add(time.Duration(i) * 50 * time.Millisecond).Format("2006-01-02 15:04:05")
 		var line string
@@ -38,7 +42,7 @@ func writeBigLog(t *testing.T, path string, size int64) int64 {
 		case 0:
 			line = fmt.Sprintf("[%s DP%d TP%d] Decode batch, #running-req: %d, #token: %d, token usage: 0.41, pre-allocated usage: 0.10, #prealloc-req: 0, #transfer-req: 1, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 239.06, #queue-req: 0\n", ts, i%8, i%8, i%50, i*7)
 		case 1:
-			line = fmt.Sprintf("[%s] Receive: obj=GenerateReqInput(rid='%032x', text='%s', bootstrap_host='10.0.0.11', bootstrap_port=8998, bootstrap_room=%d, data_parallel_rank=None)\n", ts, i, prompt, 1000000+i)
+			line = fmt.Sprintf("[%s] Receive: obj=GenerateReqInput(rid='%032x', text='%s', bootstrap_host='10.0.0.11', bootstrap_port=8998, bootstrap_room=%d, data_parallel_rank=None)\n", ts, i, prompts[(i/4)%len(prompts)], 1000000+i)
 		case 2:
 			line = fmt.Sprintf("[%s] Finish: obj=GenerateReqInput(rid='%032x', bootstrap_room=%d), out={'meta_info': {'id': '%032x', 'finish_reason': {'type': 'stop', 'matched': 2}, 'prompt_tokens': %d, 'completion_tokens': 128, 'cached_tokens': 0, 'e2e_latency': 1.5}}\n", ts, i-1, 1000000+i-1, i-1, 1000+i%5000)
 		default:
@@ -80,12 +84,11 @@ func memoryChild() int {
 	return 0
 }
 
-// Memory stays bounded by the batch sizes, not the input: a 256 MB log is
-// ingested in a process whose peak RSS stays under 300 MB. (The bound does
-// not grow with the input; `kvtrail bench ingest` measures larger sets.)
+// Memory stays bounded by the batch sizes, not the input: a 5 GiB log is
+// ingested in a process whose peak RSS stays under 300 MB.
 func TestIngestMemoryIsBounded(t *testing.T) {
 	if testing.Short() {
-		t.Skip("writes and ingests 256 MB")
+		t.Skip("writes and ingests 5 GiB")
 	}
 	opts := testdb.Options(t)
 	s, err := chstore.Open(context.Background(), opts)
@@ -95,7 +98,8 @@ func TestIngestMemoryIsBounded(t *testing.T) {
 	defer s.Close()
 	migrate(t, s)
 	path := filepath.Join(t.TempDir(), "big.log")
-	lines := writeBigLog(t, path, 256<<20)
+	const size = 5 << 30
+	lines := writeBigLog(t, path, size)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "KVTRAIL_INGEST_MEMCHILD="+path, "KVTRAIL_INGEST_CHILD_ADDR="+opts.Addrs[0], "KVTRAIL_INGEST_CHILD_DB="+opts.Database)
 	out, err := cmd.Output()
@@ -109,7 +113,14 @@ func TestIngestMemoryIsBounded(t *testing.T) {
 	if records != lines {
 		t.Fatalf("child ingested %d records, the file has %d lines", records, lines)
 	}
-	t.Logf("256 MB, %d lines: peak RSS %d MB", lines, peak>>20)
+	var stored uint64
+	if err := s.QueryRow(context.Background(), "SELECT count() FROM raw_lines").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != uint64(lines) {
+		t.Fatalf("raw_lines holds %d rows, the file has %d lines", stored, lines)
+	}
+	t.Logf("%d MiB, %d lines: peak RSS %d MB", size>>20, lines, peak>>20)
 	if peak > 300<<20 {
 		t.Fatalf("peak RSS %d MB, want under 300 MB", peak>>20)
 	}

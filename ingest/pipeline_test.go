@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -279,8 +280,8 @@ func TestManifestErrors(t *testing.T) {
 	}
 }
 
-// childIngest runs in a re-executed test binary: it ingests one file slowly
-// (small batches) so the parent can kill it mid-way.
+// childIngest runs in a re-executed test binary: it ingests one file with
+// the default options so the parent can kill it mid-way.
 func childIngest() int {
 	ctx := context.Background()
 	s, err := chstore.Open(ctx, chstore.Options{
@@ -291,7 +292,7 @@ func childIngest() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	_, err = ingest.New(s, ingest.Options{BatchRecords: 2000}).IngestSource(ctx, ingest.Source{
+	_, err = ingest.New(s, ingest.Options{}).IngestSource(ctx, ingest.Source{
 		Path: os.Getenv("KVTRAIL_INGEST_CHILD"), Format: "sglang", Node: "big", Role: "decode"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -300,22 +301,31 @@ func childIngest() int {
 	return 0
 }
 
-// Kill -9 in the middle of an ingest, rerun: the result equals a clean run.
+// Kill -9 in the middle of a 1 GB ingest, rerun: the result equals a clean
+// run, table by table.
 func TestResumeAfterKillEqualsCleanRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and ingests 1 GB twice")
+	}
 	ctx := context.Background()
 	dir := simulated(t)
-	// A larger file: every engine log of the simulation, concatenated.
-	big := filepath.Join(t.TempDir(), "big.log")
-	var all []byte
+	// 1 GB: long request lines (writeBigLog) around every engine log of the
+	// simulation (boots, batches, failures, tracebacks), so the kill and
+	// the resume land among every kind of record.
+	tmp := t.TempDir()
+	big := filepath.Join(tmp, "big.log")
+	head, tail := filepath.Join(tmp, "head.log"), filepath.Join(tmp, "tail.log")
+	writeBigLog(t, head, 400<<20)
+	writeBigLog(t, tail, 600<<20)
+	parts := []string{head}
 	for _, n := range []string{"prefill-0.log", "prefill-1.log", "decode-0.log", "decode-1.log", "decode-2.log", "prefill-2.log"} {
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
+		parts = append(parts, filepath.Join(dir, n))
+	}
+	size := concatFiles(t, big, append(parts, tail)...)
+	for _, p := range []string{head, tail} {
+		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, b...)
-	}
-	if err := os.WriteFile(big, all, 0o600); err != nil {
-		t.Fatal(err)
 	}
 
 	killedOpts := testdb.Options(t)
@@ -332,25 +342,26 @@ func TestResumeAfterKillEqualsCleanRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until some batches are committed, then kill without warning.
-	deadline := time.Now().Add(60 * time.Second)
+	// Wait until a third of the file is committed, then kill without warning.
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		n := count(t, killed, "SELECT max(committed_offset) FROM ingest_sources")
-		if n > 0 {
+		if n > uint64(size)/3 {
 			break
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			t.Fatalf("child committed nothing in 60s: %s", stderr.String())
+			t.Fatalf("child committed %d of %d bytes in 5 minutes: %s", n, size, stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	committed := count(t, killed, "SELECT max(committed_offset) FROM ingest_sources")
-	if committed >= uint64(len(all)) {
-		t.Skipf("child finished (%d bytes) before it could be killed; machine too fast for this file", committed)
+	if committed >= uint64(size) {
+		t.Fatalf("child finished all %d bytes before it was killed", committed)
 	}
+	t.Logf("killed at %d of %d bytes committed", committed, size)
 	res, err := ingest.New(killed, ingest.Options{}).IngestSource(ctx, ingest.Source{Path: big, Format: "sglang", Node: "big", Role: "decode"})
 	if err != nil {
 		t.Fatal(err)
@@ -387,6 +398,33 @@ func TestResumeAfterKillEqualsCleanRun(t *testing.T) {
 			t.Errorf("%s\n killed+resumed: %d rows (%x), clean: %d rows (%x)", q, n1, h1, n2, h2)
 		}
 	}
+}
+
+// concatFiles writes the files parts into path, one after another, and
+// returns its size.
+func concatFiles(t *testing.T, path string, parts ...string) int64 {
+	t.Helper()
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, p := range parts {
+		in, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := io.Copy(out, in)
+		in.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func migrate(t *testing.T, s *chstore.Store) {
