@@ -286,6 +286,9 @@ func (s *server) caseView(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+		for i := range v.Exports {
+			v.Exports[i] = s.exports.withProgress(v.Exports[i])
+		}
 	}
 	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID}, int64(len(v.Affected.Rows)), http.StatusOK) {
 		return

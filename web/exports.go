@@ -40,6 +40,11 @@ const (
 	exportTimeout    = 6 * time.Hour // one job's longest run
 	maxRunningExport = 2             // concurrent jobs per instance
 	maxPDFKeys       = 200           // request keys listed per tenant in a PDF
+	// A running job re-saves its row (a newer version) this often; a
+	// running row with no newer version for exportStaleAfter belongs to an
+	// instance that stopped (restart, crash) and will never finish.
+	exportHeartbeat  = 30 * time.Second
+	exportStaleAfter = 4 * exportHeartbeat
 )
 
 // Export file names.
@@ -73,15 +78,53 @@ func (x *exporter) setProgress(id string, done, total uint64) {
 	}
 }
 
+// withProgress adds what only this instance knows to a stored export: the
+// progress of a job it runs, and that a job nobody runs any more was
+// interrupted (its row has not been re-saved within exportStaleAfter).
+// Deriving "interrupted" on read, rather than rewriting rows at startup,
+// stays right when several instances share the database.
 func (x *exporter) withProgress(e Export) Export {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if p := x.progress[e.ID]; p != nil {
+	p := x.progress[e.ID]
+	switch {
+	case p != nil:
 		e.Done, e.Total = p[0], p[1]
-	} else if e.Status == "done" {
+	case e.Status == "done":
 		e.Done, e.Total = e.Rows, e.Rows
+	case e.Status == "running":
+		last := time.Unix(0, int64(e.Version)).UTC()
+		if x.now().Sub(last) > exportStaleAfter {
+			e.Status = "interrupted"
+			e.Error = "the kvtrail instance running this export stopped before it finished (last heard of " +
+				last.Format(time.RFC3339) + "); start a new export"
+		}
 	}
 	return e
+}
+
+// heartbeat re-saves the running job's row every exportHeartbeat until
+// ctx ends, and returns the last version it saved.
+func (x *exporter) heartbeat(ctx context.Context, e Export) uint64 {
+	t := time.NewTicker(exportHeartbeat)
+	defer t.Stop()
+	last := e.Version
+	for {
+		select {
+		case <-ctx.Done():
+			return last
+		case <-t.C:
+			hb := e
+			hb.Version = max(uint64(x.now().UnixNano()), last+1)
+			if err := x.store.SaveExport(ctx, hb); err != nil {
+				if ctx.Err() == nil {
+					x.log.Warn("export heartbeat failed", slog.String("export_id", e.ID), slog.Any("err", err))
+				}
+				continue
+			}
+			last = hb.Version
+		}
+	}
 }
 
 // start records the job and runs it in the background.
@@ -101,9 +144,14 @@ func (x *exporter) start(ctx context.Context, cs Case, p *Principal) (Export, er
 		defer func() { <-x.sem }()
 		jctx, cancel := context.WithTimeout(context.Background(), exportTimeout)
 		defer cancel()
+		hctx, stopHeartbeat := context.WithCancel(jctx)
+		lastVersion := make(chan uint64, 1)
+		go func() { lastVersion <- x.heartbeat(hctx, e) }()
 		m, sum, err := x.run(jctx, e, cs, p)
+		stopHeartbeat()
 		final := e
-		final.Version = max(uint64(x.now().UnixNano()), e.Version+1)
+		// After the last heartbeat, so the final row is the newest version.
+		final.Version = max(uint64(x.now().UnixNano()), <-lastVersion+1)
 		if err != nil {
 			x.log.Error("export failed", slog.String("export_id", e.ID), slog.Any("err", err))
 			final.Status, final.Error = "failed", "export failed; see the server log for export "+e.ID

@@ -13,7 +13,7 @@ type Export struct {
 	CaseID      string    `json:"case_id"`
 	RequestedBy string    `json:"requested_by"`
 	CreatedAt   time.Time `json:"created_at"`
-	Status      string    `json:"status"` // running, done, failed
+	Status      string    `json:"status"` // running, done, failed; interrupted is derived on read (withProgress)
 	Rows        uint64    `json:"rows"`
 	Manifest    *Manifest `json:"manifest,omitempty"`
 	// ManifestSHA256 is the digest of manifest.json as written to disk.

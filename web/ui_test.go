@@ -599,3 +599,36 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 }
 
 func (u *testUI) testLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestInterruptedExport: an export whose instance stopped (no heartbeat
+// for exportStaleAfter) reads as interrupted, not running forever; one
+// heard from recently still reads as running.
+func TestInterruptedExport(t *testing.T) {
+	u := seededUI(t)
+	ctx := context.Background()
+	st := chStore{c: u.store}
+	now := time.Now().UTC()
+	for _, tt := range []struct {
+		id, want string
+		last     time.Time
+	}{
+		{"exp-stale", "interrupted", now.Add(-exportStaleAfter - time.Minute)},
+		{"exp-alive", "running", now.Add(-exportHeartbeat)},
+	} {
+		e := Export{ID: tt.id, CaseID: "case-x", RequestedBy: "compliance", CreatedAt: now.Add(-time.Hour), Status: "running", Version: uint64(tt.last.UnixNano())}
+		if err := st.SaveExport(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		code, body := u.api(t, "compliance", "GET", "/api/v1/exports/"+tt.id, nil)
+		var got Export
+		if err := json.Unmarshal(body, &got); err != nil || code != 200 {
+			t.Fatalf("%s: %d %s", tt.id, code, body)
+		}
+		if got.Status != tt.want {
+			t.Errorf("%s last heard of %v ago: status %q, want %q", tt.id, now.Sub(tt.last).Round(time.Second), got.Status, tt.want)
+		}
+		if (tt.want == "interrupted") != strings.Contains(got.Error, "stopped before it finished") {
+			t.Errorf("%s: error %q", tt.id, got.Error)
+		}
+	}
+}
