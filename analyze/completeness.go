@@ -17,7 +17,10 @@ type Gap struct {
 	Lines []uint64
 }
 
-const minuteCountsSQL = `SELECT node, toStartOfMinute(ts) AS bucket, min(line_id), count()
+// Lines are counted by distinct line_id: rows written twice (overlapping
+// ingests, a retried window) before ClickHouse merges them away must not
+// raise a node's rate and turn its idle minutes into gaps.
+const minuteCountsSQL = `SELECT node, toStartOfMinute(ts) AS bucket, min(line_id), uniqExact(line_id)
 FROM raw_lines
 WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
 GROUP BY node, bucket

@@ -280,7 +280,23 @@ func compare(t *testing.T, what string, want, got []string) {
 	if strings.Join(want, "\n") == strings.Join(got, "\n") {
 		return
 	}
-	t.Errorf("%s differ: single server %d, cluster %d\nsingle: %v\ncluster: %v", what, len(want), len(got), head(want), head(got))
+	t.Errorf("%s differ: single server %d, cluster %d\nonly single: %v\nonly cluster: %v", what, len(want), len(got),
+		head(minus(want, got)), head(minus(got, want)))
+}
+
+// minus is a without the items of b.
+func minus(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func head(s []string) []string {
