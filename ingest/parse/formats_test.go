@@ -1,7 +1,9 @@
 package parse
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -208,4 +210,33 @@ func TestBootTracker(t *testing.T) {
 		t.Error("new boot kept the old boot id")
 	}
 	eq(t, "new server_args boot", got[4].ModelPath, "m2")
+}
+
+// The series cache must not change any result: every line parsed by a
+// parser that has seen all of them (cache hits) equals the same line
+// parsed by a fresh one (a full parse), valid or not.
+func TestPrometheusSeriesCacheChangesNothing(t *testing.T) {
+	def := utc("2026-08-20T00:00:00Z")
+	lines := append(fixtureLines(t, "prometheus_real.om"), fixtureLines(t, "prometheus_drift.prom")...)
+	lines = append(lines,
+		`m{a="1",b="2"} 1`, `m{a="1",b="2"} 2 1787221872123`, `m{a="1",b="2"} x`, `m{a="1",b="2"} 1 2 3`,
+		`m{a="}"} 3`, `m{a="}"} 4 }`, `m 1`, `m 2 1787221872`, `m x`, `m`, `m{a="1"} 1 # {t="x"} 2`, `{"q.name",a="1"} 5`,
+		`m{a="1",b="2"}`, `m{a="1",b="2"}1`)
+	warm := mustNew(t, FormatPrometheus, ParseOptions{DefaultTime: def})
+	for _, l := range lines {
+		warm.Parse(Record{Raw: []byte(l)})
+	}
+	for _, l := range lines {
+		cold := mustNew(t, FormatPrometheus, ParseOptions{DefaultTime: def})
+		for _, typeLine := range lines { // the same # TYPE knowledge as warm
+			if strings.HasPrefix(typeLine, "#") {
+				cold.Parse(Record{Raw: []byte(typeLine)})
+			}
+		}
+		// Printed, not DeepEqual: a NaN sample never equals itself.
+		got, want := fmt.Sprintf("%+v", warm.Parse(Record{Raw: []byte(l)})), fmt.Sprintf("%+v", cold.Parse(Record{Raw: []byte(l)}))
+		if got != want {
+			t.Errorf("%q:\n cached %s\n fresh  %s", l, got, want)
+		}
+	}
 }

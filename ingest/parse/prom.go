@@ -23,9 +23,40 @@ import (
 type promParser struct {
 	opts  ParseOptions
 	types map[string]string // family → TYPE, from "# TYPE" lines
+	// series caches the parsed name and label set by their text: a
+	// snapshot file repeats every series in every scrape, and the label
+	// parse, sort and hash are most of a sample's cost.
+	series map[string]promSeries
 }
 
-const maxPromTypes = 1 << 14
+type promSeries struct {
+	name         string
+	keys, values []string
+	id           uint64
+}
+
+const (
+	maxPromTypes  = 1 << 14
+	maxPromSeries = 1 << 16
+)
+
+// promSeriesKey is the text of a sample line's name and label set, when
+// it can be told from the line without parsing it: the line up to its
+// last '}' (a value or timestamp has none), or up to the end of a bare
+// name. Lines with an exemplar ("#") are not cached.
+func promSeriesKey(line string) (string, bool) {
+	if strings.Contains(line, "#") {
+		return "", false
+	}
+	if strings.IndexByte(line, '{') >= 0 {
+		return line[:strings.LastIndexByte(line, '}')+1], true
+	}
+	i := 0
+	for i < len(line) && (isIdent(line[i]) || line[i] == ':') && line[i] != '.' {
+		i++
+	}
+	return line[:i], i > 0
+}
 
 func (p *promParser) Parse(rec Record) Parsed {
 	line := strings.TrimSpace(strings.TrimSuffix(string(rec.Raw), "\r"))
@@ -44,9 +75,24 @@ func (p *promParser) Parse(rec Record) Parsed {
 		}
 		return unknown("comment")
 	}
-	s, err := parsePromSample(line)
-	if err != nil {
-		return malformed(KindMetric, "sample", err.Error())
+	var s MetricSample
+	key, cacheable := promSeriesKey(line)
+	if ser, hit := p.series[key]; cacheable && key != "" && hit {
+		s = MetricSample{Name: ser.name, LabelKeys: ser.keys, LabelValues: ser.values, SeriesID: ser.id}
+		if err := parsePromValue(&s, line[len(key):]); err != nil {
+			return malformed(KindMetric, "sample", err.Error())
+		}
+	} else {
+		var err error
+		if s, err = parsePromSample(line); err != nil {
+			return malformed(KindMetric, "sample", err.Error())
+		}
+		if cacheable && key != "" {
+			if p.series == nil || len(p.series) >= maxPromSeries {
+				p.series = map[string]promSeries{}
+			}
+			p.series[strings.Clone(key)] = promSeries{name: s.Name, keys: s.LabelKeys, values: s.LabelValues, id: s.SeriesID}
+		}
 	}
 	if s.TS.IsZero() {
 		s.TS = p.opts.DefaultTime
@@ -100,25 +146,8 @@ func parsePromSample(line string) (MetricSample, error) {
 	if s.Name == "" {
 		return s, errors.New("metric name missing")
 	}
-	rest := strings.TrimLeft(line[i:], " \t")
-	if j := strings.Index(rest, " #"); j >= 0 { // OpenMetrics exemplar
-		rest = rest[:j]
-	}
-	f := strings.Fields(rest)
-	if len(f) == 0 || len(f) > 2 {
-		return s, errors.New("expected value [timestamp] after the labels")
-	}
-	v, err := parsePromFloat(f[0])
-	if err != nil {
+	if err := parsePromValue(&s, line[i:]); err != nil {
 		return s, err
-	}
-	s.Value = v
-	if len(f) == 2 {
-		t, err := promTimestamp(f[1])
-		if err != nil {
-			return s, err
-		}
-		s.TS = t
 	}
 	sort.Slice(labels, func(a, b int) bool { return labels[a].k < labels[b].k })
 	s.LabelKeys = make([]string, len(labels))
@@ -128,6 +157,32 @@ func parsePromSample(line string) (MetricSample, error) {
 	}
 	s.SeriesID = SeriesID(s.Name, s.LabelKeys, s.LabelValues)
 	return s, nil
+}
+
+// parsePromValue reads "value [timestamp]" (and an exemplar, ignored)
+// after a sample's labels into s.
+func parsePromValue(s *MetricSample, rest string) error {
+	rest = strings.TrimLeft(rest, " \t")
+	if j := strings.Index(rest, " #"); j >= 0 { // OpenMetrics exemplar
+		rest = rest[:j]
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 || len(f) > 2 {
+		return errors.New("expected value [timestamp] after the labels")
+	}
+	v, err := parsePromFloat(f[0])
+	if err != nil {
+		return err
+	}
+	s.Value = v
+	if len(f) == 2 {
+		t, err := promTimestamp(f[1])
+		if err != nil {
+			return err
+		}
+		s.TS = t
+	}
+	return nil
 }
 
 func parsePromFloat(v string) (float64, error) {
