@@ -2,8 +2,7 @@ package ingest
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
+	"errors"
 	"sync"
 	"time"
 )
@@ -15,135 +14,126 @@ type chunk struct {
 	cp checkpoint
 }
 
-// flusher accumulates chunks from all sources being read and writes them
-// in large inserts: ClickHouse (18.16 has no async inserts) wants few big
-// batches, and per-source inserts of many small files would be dominated
-// by round trips. Each flush writes every table, then the checkpoints of
-// the sources it contained, so a checkpoint never runs ahead of its rows.
+// flusher streams the chunks of all sources being read into one INSERT per
+// table and commits them in windows: ClickHouse (18.16 has no async
+// inserts) wants few big inserts, and per-chunk inserts of many small
+// files would be dominated by per-insert costs. A window ends after
+// BatchRecords records, BatchBytes of raw text or FlushInterval; its
+// INSERTs are completed, then the checkpoints of the sources it contained
+// are saved, so a checkpoint never runs ahead of its rows. Memory holds a
+// chunk and one block per table, not the window.
+//
+// A failed window is not retried here: its rows are no longer in memory.
+// The error ends the attempt and Ingest retries from the saved checkpoints,
+// the same path a crash takes.
 type flusher struct {
 	store     Store
 	opts      Options
 	mu        sync.Mutex
 	committed map[string]bool
+	// windows counts the windows committed (read after run returns).
+	windows int
 }
 
 func newFlusher(s Store, opts Options) *flusher {
 	return &flusher{store: s, opts: opts, committed: map[string]bool{}}
 }
 
+// errWrite marks a ClickHouse write failure: retryable from checkpoints.
+type errWrite struct{ err error }
+
+func (e errWrite) Error() string { return e.err.Error() }
+func (e errWrite) Unwrap() error { return e.err }
+
 func (f *flusher) run(ctx context.Context, chunks <-chan *chunk, free chan<- *Batch) error {
-	// One write is in flight while the next batch accumulates, so parsing
-	// and inserting overlap; the handoff channel bounds it to one.
-	type job struct {
-		b   *Batch
-		cps []checkpoint
-	}
-	jobs := make(chan job)
-	spare := make(chan *Batch, 1)
-	spare <- &Batch{}
-	werr := make(chan error, 1)
-	go func() {
-		var err error
-		for j := range jobs {
-			if err == nil {
-				err = f.flush(ctx, j.b, j.cps)
-			}
-			j.b.reset()
-			spare <- j.b
-		}
-		werr <- err
-	}()
-	acc := &Batch{}
+	st := newStreams(f.store, f.opts.MaxOpenInserts)
 	cps := map[string]checkpoint{}
-	last := time.Now()
-	hand := func() error {
-		last = time.Now()
-		if len(cps) == 0 {
+	var records, bytes int
+	windowStart := time.Now()
+	commit := func() error {
+		if len(cps) == 0 && st.empty() {
 			return nil
 		}
-		list := make([]checkpoint, 0, len(cps))
-		for _, cp := range cps {
-			list = append(list, cp)
+		if err := st.commit(); err != nil {
+			return errWrite{err}
 		}
-		select {
-		case jobs <- job{b: acc, cps: list}:
-		case err := <-werr:
-			werr <- err
-			return err
+		if len(cps) > 0 {
+			list := make([]checkpoint, 0, len(cps))
+			for _, cp := range cps {
+				list = append(list, cp)
+			}
+			if err := saveCheckpoints(ctx, f.store, list); err != nil {
+				return errWrite{err}
+			}
+			f.mu.Lock()
+			for _, cp := range list {
+				if cp.Complete {
+					f.committed[cp.SourceID] = true
+				}
+			}
+			f.mu.Unlock()
 		}
 		clear(cps)
-		select {
-		case acc = <-spare:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		records, bytes, windowStart = 0, 0, time.Now()
+		f.windows++
 		return nil
 	}
-	finish := func(err error) error {
-		close(jobs)
-		if werr2 := <-werr; werr2 != nil {
-			return werr2
+	add := func(c *chunk) error {
+		for next := 0; ; {
+			var err error
+			next, err = st.add(ctx, c.b, next)
+			if errors.Is(err, errWindowFull) {
+				// Every connection the pool lends to inserts is taken:
+				// end this window early. Rows of c already sent are
+				// committed with it, ahead of c's checkpoint, which is
+				// safe (a rerun writes the same keys).
+				if err := commit(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return errWrite{err}
+			}
+			return nil
 		}
+	}
+	fail := func(err error) error {
+		st.abort()
 		return err
 	}
-	tick := time.NewTicker(f.opts.FlushInterval / 2)
+	tick := time.NewTicker(max(f.opts.FlushInterval/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case c, ok := <-chunks:
 			if !ok {
-				return finish(hand())
+				if err := commit(); err != nil {
+					return fail(err)
+				}
+				return nil
 			}
-			acc.appendFrom(c.b)
+			if err := add(c); err != nil {
+				return fail(err)
+			}
 			cps[c.cp.SourceID] = c.cp
+			records += c.b.Len()
+			bytes += c.b.bytes
 			c.b.reset()
 			free <- c.b
-			if acc.Len() >= f.opts.BatchRecords || acc.bytes >= f.opts.BatchBytes {
-				if err := hand(); err != nil {
-					return finish(err)
+			if records >= f.opts.BatchRecords || bytes >= f.opts.BatchBytes {
+				if err := commit(); err != nil {
+					return fail(err)
 				}
 			}
 		case <-tick.C:
-			if len(cps) > 0 && time.Since(last) >= f.opts.FlushInterval {
-				if err := hand(); err != nil {
-					return finish(err)
+			if len(cps) > 0 && time.Since(windowStart) >= f.opts.FlushInterval {
+				if err := commit(); err != nil {
+					return fail(err)
 				}
 			}
 		case <-ctx.Done():
-			return finish(ctx.Err())
+			return fail(ctx.Err())
 		}
 	}
-}
-
-// flush writes the accumulated rows and then their checkpoints, retrying
-// transient failures. After a crash between the two, the rerun writes the
-// same rows again under the same keys, which the tables fold together.
-func (f *flusher) flush(ctx context.Context, b *Batch, cps []checkpoint) error {
-	var err error
-	for attempt := 0; attempt <= f.opts.Retries; attempt++ {
-		if attempt > 0 {
-			wait := time.Duration(1<<(attempt-1)) * time.Second
-			f.opts.Logger.Warn("retrying batch write", slog.Int("attempt", attempt), slog.Duration("wait", wait), slog.String("error", err.Error()))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		if err = write(ctx, f.store, b); err != nil {
-			continue
-		}
-		if err = saveCheckpoints(ctx, f.store, cps); err != nil {
-			continue
-		}
-		f.mu.Lock()
-		for _, cp := range cps {
-			if cp.Complete {
-				f.committed[cp.SourceID] = true
-			}
-		}
-		f.mu.Unlock()
-		return nil
-	}
-	return fmt.Errorf("write %d records to ClickHouse: %w", b.Len(), err)
 }

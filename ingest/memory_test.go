@@ -68,7 +68,7 @@ func memoryChild() int {
 	ctx := context.Background()
 	s, err := chstore.Open(ctx, chstore.Options{
 		Addrs: []string{os.Getenv("KVTRAIL_INGEST_CHILD_ADDR")}, Database: os.Getenv("KVTRAIL_INGEST_CHILD_DB"),
-		Username: "default", DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
+		Username: "default", DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 16,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

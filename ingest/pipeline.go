@@ -21,18 +21,30 @@ import (
 
 // Options tune the pipeline. Zero values mean the defaults.
 type Options struct {
-	// BatchRecords flushes a batch after this many records (default 25,000).
+	// BatchRecords ends a commit window after this many records (default
+	// 1,000,000, what ClickHouse squashes into one part by default): its
+	// INSERTs are completed and its checkpoints saved. Rows stream to the
+	// server as they are read, so the window's size does not cost memory
+	// here.
 	BatchRecords int
-	// BatchBytes flushes a batch after this much raw text (default 8 MiB);
-	// with BatchRecords it bounds memory (the driver holds an encoded and
-	// a compressed copy of each insert).
+	// BatchBytes ends a window after this much raw text (default 256 MiB,
+	// ClickHouse's default squashing limit).
 	BatchBytes int
-	// FlushInterval flushes a batch at least this often (default 2 s), so a
-	// slow stream still reaches ClickHouse.
+	// FlushInterval ends a window at least this often (default 10 s): how
+	// much work a crash can cost, and how stale checkpoints can be.
 	FlushInterval time.Duration
+	// MaxOpenInserts is how many INSERTs (one per table) a window keeps
+	// open, each on a pooled connection. Default: the store's pool size
+	// minus two (for the reads that go on meanwhile), at least one; fewer
+	// than the tables a window touches ends windows early.
+	MaxOpenInserts int
 	// Force re-ingests sources already recorded as complete.
 	Force bool
-	// Retries of a failed batch write before giving up (default 3).
+	// Retries is how many attempts in a row may fail on ClickHouse writes
+	// without committing anything before the run gives up (default 5, with
+	// waits of 1, 2, 4, 8 and 16 s: a restart or failover of half a
+	// minute). Each retry resumes every unfinished source from its
+	// checkpoint; an attempt that committed something resets the count.
 	Retries int
 	// Workers is how many sources are parsed at once (default 2).
 	Workers int
@@ -51,18 +63,28 @@ type Progress interface {
 	Finish()
 }
 
-func (o *Options) defaults() {
+// poolSizer is a store that says how many connections it pools
+// (internal/chstore.Store).
+type poolSizer interface{ MaxOpenConns() int }
+
+func (o *Options) defaults(s Store) {
 	if o.BatchRecords <= 0 {
-		o.BatchRecords = 25_000
+		o.BatchRecords = 1_000_000
 	}
 	if o.BatchBytes <= 0 {
-		o.BatchBytes = 8 << 20
+		o.BatchBytes = 256 << 20
 	}
 	if o.FlushInterval <= 0 {
-		o.FlushInterval = 2 * time.Second
+		o.FlushInterval = 10 * time.Second
+	}
+	if o.MaxOpenInserts <= 0 {
+		o.MaxOpenInserts = 6
+		if p, ok := s.(poolSizer); ok {
+			o.MaxOpenInserts = max(1, p.MaxOpenConns()-2)
+		}
 	}
 	if o.Retries <= 0 {
-		o.Retries = 3
+		o.Retries = 5
 	}
 	if o.Workers <= 0 {
 		o.Workers = 2
@@ -80,7 +102,7 @@ type Ingester struct {
 
 // New returns an Ingester writing to store.
 func New(store Store, opts Options) *Ingester {
-	opts.defaults()
+	opts.defaults(store)
 	return &Ingester{store: store, opts: opts}
 }
 
@@ -128,12 +150,69 @@ type Summary struct {
 }
 
 // Ingest ingests sources with Workers sources parsed in parallel and one
-// writer that batches rows across sources. A failed source is recorded in
-// the summary and the others still run; the returned error joins the
-// failures. If ClickHouse writes fail for good, every source not yet
-// committed is reported failed and resumes on the next run.
+// writer that streams rows across sources into ClickHouse. A failed source
+// is recorded in the summary and the others still run; the returned error
+// joins the failures. When ClickHouse writes fail, the run is retried
+// (with backoff, see Retries) from the checkpoints, like a rerun after a
+// crash; if they fail for good, every source not yet committed is reported
+// failed and resumes on the next run.
 func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, error) {
 	start := time.Now()
+	if p := in.opts.Progress; p != nil {
+		p.Start(totalSize(sources))
+		defer p.Finish()
+	}
+	opts := in.opts
+	earlier := map[int]SourceResult{} // committed by a failed attempt
+	for failed := 0; ; failed++ {
+		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts}).attempt(ctx, sources)
+		for i, r := range sum.Sources {
+			if e, ok := earlier[i]; ok && r.State == "skipped" {
+				sum.Sources[i] = e // finished by this run, before the retry
+			}
+		}
+		if progress {
+			failed = 0
+		}
+		if !retry || failed >= in.opts.Retries || ctx.Err() != nil {
+			sum.Seconds = time.Since(start).Seconds()
+			return sum.recount(), err
+		}
+		for i, r := range sum.Sources {
+			if r.State == "ingested" {
+				earlier[i] = r
+			}
+		}
+		wait := time.Duration(1<<failed) * time.Second
+		in.opts.Logger.Warn("ClickHouse write failed; resuming from checkpoints", slog.Int("failures_in_a_row", failed+1),
+			slog.Duration("wait", wait), slog.String("error", err.Error()))
+		select {
+		case <-ctx.Done():
+			return sum.recount(), errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		// What the failed attempt committed stays: resume, do not redo.
+		opts.Force, opts.Progress = false, nil
+	}
+}
+
+// recount rebuilds the per-format and total counts from the sources.
+func (sum Summary) recount() Summary {
+	sum.ByFormat = map[string]Counts{}
+	sum.Total = Counts{}
+	for _, res := range sum.Sources {
+		c := sum.ByFormat[res.Format]
+		c.add(res.Counts)
+		sum.ByFormat[res.Format] = c
+		sum.Total.add(res.Counts)
+	}
+	return sum
+}
+
+// attempt is one pass over the sources. retry reports that it ended on a
+// ClickHouse write failure, which a new attempt can resume from; progress
+// that it committed at least one window.
+func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary, retry, progress bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make([]SourceResult, len(sources))
@@ -141,11 +220,10 @@ func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, erro
 		results[i] = SourceResult{Path: src.Path, Node: src.Node, Role: src.Role, Format: string(src.Format)}
 	}
 	if err := saveNodes(ctx, in.store, sources); err != nil {
-		return Summary{Sources: results}, err
-	}
-	if p := in.opts.Progress; p != nil {
-		p.Start(totalSize(sources))
-		defer p.Finish()
+		for i := range results {
+			results[i].State, results[i].Error = "failed", err.Error()
+		}
+		return Summary{Sources: results}, true, false, err
 	}
 
 	chunks := make(chan *chunk, in.opts.Workers)
@@ -190,7 +268,6 @@ func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, erro
 	close(chunks)
 	werr := <-flushErr
 
-	sum := Summary{ByFormat: map[string]Counts{}}
 	var all []error
 	for i := range results {
 		res := &results[i]
@@ -211,17 +288,12 @@ func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, erro
 		if res.State == "failed" {
 			all = append(all, fmt.Errorf("%s: %s", res.Path, res.Error))
 		}
-		c := sum.ByFormat[res.Format]
-		c.add(res.Counts)
-		sum.ByFormat[res.Format] = c
-		sum.Total.add(res.Counts)
 	}
-	sum.Sources = results
-	sum.Seconds = time.Since(start).Seconds()
 	if werr != nil {
 		all = append(all, werr)
 	}
-	return sum, errors.Join(all...)
+	var we errWrite
+	return Summary{Sources: results}, errors.As(werr, &we), fl.windows > 0, errors.Join(all...)
 }
 
 func totalSize(sources []Source) int64 {

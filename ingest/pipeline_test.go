@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -286,7 +290,7 @@ func childIngest() int {
 	ctx := context.Background()
 	s, err := chstore.Open(ctx, chstore.Options{
 		Addrs: []string{os.Getenv("KVTRAIL_INGEST_CHILD_ADDR")}, Database: os.Getenv("KVTRAIL_INGEST_CHILD_DB"),
-		Username: "default", DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 2,
+		Username: "default", DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 16,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -378,7 +382,14 @@ func TestResumeAfterKillEqualsCleanRun(t *testing.T) {
 	if res.Counts != cres.Counts || !res.FirstTS.Equal(cres.FirstTS) || !res.LastTS.Equal(cres.LastTS) {
 		t.Errorf("resumed counts %+v [%s..%s], clean %+v [%s..%s]", res.Counts, res.FirstTS, res.LastTS, cres.Counts, cres.FirstTS, cres.LastTS)
 	}
-	// Same rows in every table: count and an order-independent digest.
+	sameTables(t, killed, clean)
+}
+
+// sameTables fails t unless a and b hold the same rows in every table
+// ingest writes: count and an order-independent digest of each.
+func sameTables(t *testing.T, a, b *chstore.Store) {
+	t.Helper()
+	ctx := context.Background()
 	for _, q := range []string{
 		"SELECT count(), sum(cityHash64(line_id, line, parse_status, kind)) FROM raw_lines FINAL",
 		"SELECT count(), sum(cityHash64(line_id, event, rid, bootstrap_room, prompt_tokens)) FROM engine_events FINAL",
@@ -386,16 +397,19 @@ func TestResumeAfterKillEqualsCleanRun(t *testing.T) {
 		"SELECT count(), sum(cityHash64(line_id, event, reason)) FROM transfer_events FINAL",
 		"SELECT count(), sum(cityHash64(boot_id, max_total_num_tokens, context_len, facts)) FROM node_boots FINAL",
 		"SELECT count(), sum(cityHash64(id, id_kind, line_id)) FROM id_index FINAL",
+		"SELECT count(), sum(cityHash64(line_id, request_id, tenant, status)) FROM gateway_responses FINAL",
+		"SELECT count(), sum(cityHash64(series_id, ts_ms, value)) FROM metric_samples FINAL",
+		"SELECT count(), sum(cityHash64(source_id, lines, committed_offset, complete)) FROM ingest_sources FINAL",
 	} {
 		var n1, n2, h1, h2 uint64
-		if err := killed.QueryRow(ctx, q).Scan(&n1, &h1); err != nil {
+		if err := a.QueryRow(ctx, q).Scan(&n1, &h1); err != nil {
 			t.Fatal(err)
 		}
-		if err := clean.QueryRow(ctx, q).Scan(&n2, &h2); err != nil {
+		if err := b.QueryRow(ctx, q).Scan(&n2, &h2); err != nil {
 			t.Fatal(err)
 		}
 		if n1 != n2 || h1 != h2 {
-			t.Errorf("%s\n killed+resumed: %d rows (%x), clean: %d rows (%x)", q, n1, h1, n2, h2)
+			t.Errorf("%s\n %d rows (%x) vs %d rows (%x)", q, n1, h1, n2, h2)
 		}
 	}
 }
@@ -465,4 +479,84 @@ func TestManifestEndpointsRecorded(t *testing.T) {
 	if strings.Join(eps, ",") != strings.Join(one[0].Endpoints, ",") {
 		t.Fatalf("nodes.endpoints = %v, manifest says %v", eps, one[0].Endpoints)
 	}
+}
+
+// failingStore fails the Send of the nth INSERT it prepares (counting
+// from 1), once: a ClickHouse write failure in the middle of a run.
+type failingStore struct {
+	*chstore.Store
+	n, prepared atomic.Int64
+}
+
+func (f *failingStore) PrepareBatch(ctx context.Context, sql string) (driver.Batch, error) {
+	x, err := f.Store.PrepareBatch(ctx, sql)
+	if err != nil || f.prepared.Add(1) != f.n.Load() {
+		return x, err
+	}
+	return failingBatch{x}, nil
+}
+
+type failingBatch struct{ driver.Batch }
+
+func (b failingBatch) Send() error {
+	_ = b.Batch.Abort()
+	return errors.New("injected: connection reset by peer")
+}
+
+// A write that fails mid-run is retried from the checkpoints, like a rerun
+// after a crash: the run succeeds and the tables equal a clean run's.
+func TestWriteFailureResumesFromCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := testdb.New(t)
+	want, err := ingest.New(clean, ingest.Options{}).Ingest(ctx, srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, failAt := range []int64{1, 12} { // the first INSERT; one in a later window
+		t.Run(fmt.Sprint("insert ", failAt), func(t *testing.T) {
+			fs := &failingStore{Store: testdb.New(t)}
+			fs.n.Store(failAt)
+			var logs bytes.Buffer
+			// Small windows, so the failure lands after some commits.
+			got, err := ingest.New(fs, ingest.Options{BatchRecords: 20_000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Ingest(ctx, srcs)
+			if err != nil {
+				t.Fatalf("ingest: %v", err)
+			}
+			if !strings.Contains(logs.String(), "resuming from checkpoints") {
+				t.Fatalf("no retry logged; the failure was not hit:\n%s", logs.String())
+			}
+			for i, r := range got.Sources {
+				if r.State != "ingested" || r.Counts != want.Sources[i].Counts {
+					t.Errorf("%s: %s %+v, clean run %+v", r.Path, r.State, r.Counts, want.Sources[i].Counts)
+				}
+			}
+			if got.Total != want.Total {
+				t.Errorf("total %+v, clean run %+v", got.Total, want.Total)
+			}
+			sameTables(t, fs.Store, clean)
+		})
+	}
+}
+
+// With fewer INSERT slots than tables, windows end early but nothing is
+// lost or changed.
+func TestOneInsertSlotEqualsCleanRun(t *testing.T) {
+	ctx := context.Background()
+	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := testdb.New(t)
+	if _, err := ingest.New(clean, ingest.Options{}).Ingest(ctx, srcs); err != nil {
+		t.Fatal(err)
+	}
+	narrow := testdb.New(t)
+	if _, err := ingest.New(narrow, ingest.Options{MaxOpenInserts: 1}).Ingest(ctx, srcs); err != nil {
+		t.Fatal(err)
+	}
+	sameTables(t, narrow, clean)
 }

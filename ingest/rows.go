@@ -165,29 +165,3 @@ func chTime(t time.Time) time.Time {
 }
 
 var maxDateTime = time.Date(2105, 12, 31, 0, 0, 0, 0, time.UTC)
-
-// appendFrom moves o's rows into b. Boot rows are folded by boot id: only
-// the most complete version of a boot needs writing.
-func (b *Batch) appendFrom(o *Batch) {
-	b.raw = append(b.raw, o.raw...)
-	b.ids = append(b.ids, o.ids...)
-	b.engine = append(b.engine, o.engine...)
-	b.batches = append(b.batches, o.batches...)
-	b.transfer = append(b.transfer, o.transfer...)
-	b.gateway = append(b.gateway, o.gateway...)
-	b.metrics = append(b.metrics, o.metrics...)
-	b.pages = append(b.pages, o.pages...)
-	b.bytes += o.bytes
-outer:
-	for _, ob := range o.boots {
-		for i := range b.boots {
-			if b.boots[i].node == ob.node && b.boots[i].f.BootID == ob.f.BootID {
-				if ob.f.Facts >= b.boots[i].f.Facts {
-					b.boots[i] = ob
-				}
-				continue outer
-			}
-		}
-		b.boots = append(b.boots, ob)
-	}
-}

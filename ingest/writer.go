@@ -66,11 +66,34 @@ type tableWrite struct {
 	fill func(x driver.Batch, lo, hi int) error
 }
 
-// write inserts every non-empty table of b. Tables are written one after
+// write inserts every non-empty table of b, each as one INSERT (pushes,
+// whose acknowledgement waits for it). Tables are written one after
 // another; a failure part-way leaves earlier tables written, which is safe
-// because the checkpoint is not advanced and a retry writes the same keys.
+// because nothing is acknowledged and a retry writes the same keys.
 func write(ctx context.Context, s Store, b *Batch) error {
-	now := time.Now().UTC()
+	raw, typed := tableWrites(b, time.Now().UTC())
+	run := func(list ...tableWrite) error {
+		for _, t := range list {
+			if t.n > 0 {
+				if err := insert(ctx, s, t); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	// raw_lines (the bulk) goes on its own connection while the typed
+	// tables are written on another: the client's encoding and the
+	// server's insert work overlap.
+	errc := make(chan error, 1)
+	go func() { errc <- run(raw) }()
+	err := run(typed...)
+	return errors.Join(<-errc, err)
+}
+
+// tableWrites describes b's rows table by table: raw_lines, then the typed
+// tables. now is their ingested_at.
+func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 	rawSQL, rawCols := insertRawNoAttrs, rawColumns(now, false)
 	for i := range b.raw {
 		if len(b.raw[i].attrKeys) > 0 {
@@ -225,23 +248,7 @@ func write(ctx context.Context, s Store, b *Batch) error {
 			constant[pageRow](now),
 		)},
 	}
-	run := func(list ...tableWrite) error {
-		for _, t := range list {
-			if t.n > 0 {
-				if err := insert(ctx, s, t); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	// raw_lines (the bulk) goes on its own connection while the typed
-	// tables are written on another: the client's encoding and the
-	// server's insert work overlap.
-	errc := make(chan error, 1)
-	go func() { errc <- run(raw) }()
-	err := run(typed...)
-	return errors.Join(<-errc, err)
+	return raw, typed
 }
 
 // rawColumns are raw_lines' columns in insertRaw's order (without the

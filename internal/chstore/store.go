@@ -161,6 +161,11 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 // Database is the database the store is bound to.
 func (s *Store) Database() string { return s.db }
 
+// MaxOpenConns is the size of the connection pool: a caller that holds
+// connections for long (ingest keeps an INSERT open per table) sizes its
+// use by it.
+func (s *Store) MaxOpenConns() int { return s.opts.MaxOpenConns }
+
 // Cluster is the cluster the schema is deployed on ("" for a single server).
 func (s *Store) Cluster() string { return s.opts.Cluster }
 

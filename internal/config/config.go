@@ -99,7 +99,7 @@ func Default() Config {
 			Username:     "default",
 			DialTimeout:  5 * time.Second,
 			ReadTimeout:  60 * time.Second,
-			MaxOpenConns: 8,
+			MaxOpenConns: 16,
 			ShardMacro:   "shard",
 			ReplicaMacro: "replica",
 		},

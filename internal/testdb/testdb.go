@@ -103,7 +103,7 @@ func Options(t testing.TB) chstore.Options {
 	})
 	return chstore.Options{
 		Addrs: []string{a}, Database: db, Username: "default",
-		DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
+		DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 16,
 		OnStatement: func(sql string) {
 			if done.Load() {
 				return
