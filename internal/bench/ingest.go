@@ -24,6 +24,9 @@ import (
 type Store interface {
 	ingest.Store
 	Database() string
+	// DDLContext carries the settings CREATE TABLE needs on the server
+	// (LowCardinality columns on 18.16).
+	DDLContext(ctx context.Context) context.Context
 }
 
 // IngestResult is one run of the ingest benchmark.
@@ -152,7 +155,7 @@ func serverFloor(ctx context.Context, s Store) (time.Duration, error) {
 		if err := s.Exec(ctx, "DROP TABLE IF EXISTS "+cp); err != nil {
 			return 0, err
 		}
-		if err := s.Exec(ctx, "CREATE TABLE "+cp+" AS "+t); err != nil {
+		if err := s.Exec(s.DDLContext(ctx), "CREATE TABLE "+cp+" AS "+t); err != nil {
 			return 0, err
 		}
 		start := time.Now()
