@@ -507,15 +507,7 @@ func (b failingBatch) Send() error {
 // after a crash: the run succeeds and the tables equal a clean run's.
 func TestWriteFailureResumesFromCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clean := testdb.New(t)
-	want, err := ingest.New(clean, ingest.Options{}).Ingest(ctx, srcs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srcs, clean, want := cleanRun(t)
 	for _, failAt := range []int64{1, 12} { // the first INSERT; one in a later window
 		t.Run(fmt.Sprint("insert ", failAt), func(t *testing.T) {
 			fs := &failingStore{Store: testdb.New(t)}
@@ -546,17 +538,26 @@ func TestWriteFailureResumesFromCheckpoints(t *testing.T) {
 // lost or changed.
 func TestOneInsertSlotEqualsCleanRun(t *testing.T) {
 	ctx := context.Background()
-	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clean := testdb.New(t)
-	if _, err := ingest.New(clean, ingest.Options{}).Ingest(ctx, srcs); err != nil {
-		t.Fatal(err)
-	}
+	srcs, clean, _ := cleanRun(t)
 	narrow := testdb.New(t)
 	if _, err := ingest.New(narrow, ingest.Options{MaxOpenInserts: 1}).Ingest(ctx, srcs); err != nil {
 		t.Fatal(err)
 	}
 	sameTables(t, narrow, clean)
+}
+
+// cleanRun ingests the simulated incident with the default options into a
+// fresh database: the reference the fault tests compare with.
+func cleanRun(t *testing.T) ([]ingest.Source, *chstore.Store, ingest.Summary) {
+	t.Helper()
+	srcs, err := ingest.LoadManifest(filepath.Join(simulated(t), "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean := testdb.New(t)
+	sum, err := ingest.New(clean, ingest.Options{}).Ingest(context.Background(), srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srcs, clean, sum
 }
