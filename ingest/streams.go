@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -137,19 +138,26 @@ func send(oi *openInsert, t tableWrite) error {
 	return nil
 }
 
-// commit ends every open INSERT. When it returns nil every row added since
-// the last commit is stored.
+// commit ends every open INSERT, all at once: each one's end is the
+// server writing its parts, and the tables' parts are written in
+// parallel. When it returns nil every row added since the last commit is
+// stored; after an error some tables may be stored and others not, which a
+// rerun from the checkpoints repairs.
 func (s *streams) commit() error {
 	defer s.reset()
+	errs := make([]error, len(s.order))
+	var wg sync.WaitGroup
 	for i, oi := range s.order {
-		if err := oi.x.Send(); err != nil {
-			for _, rest := range s.order[i+1:] {
-				_ = rest.x.Abort()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := oi.x.Send(); err != nil {
+				errs[i] = fmt.Errorf("insert into %s: %w", oi.name, err)
 			}
-			return fmt.Errorf("insert into %s: %w", oi.name, err)
-		}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // abort drops every open INSERT without committing it.
