@@ -42,6 +42,7 @@ func (a *app) openStore(ctx context.Context) (*chstore.Store, func(), error) {
 		ShardMacro:   ch.ShardMacro,
 		ReplicaMacro: ch.ReplicaMacro,
 		InsertQuorum: ch.InsertQuorum,
+		Compression:  ch.Compression,
 	})
 	if err != nil {
 		if srv != nil {

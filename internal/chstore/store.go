@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"strings"
 	"time"
@@ -39,6 +40,33 @@ type Options struct {
 	// (the default) acknowledges after one replica, so a down replica does
 	// not stop ingest (docs/cluster.md).
 	InsertQuorum int
+	// Compression of data blocks on the wire: "lz4", "none", or "auto"
+	// (the default): none when every address is a loopback one, where LZ4
+	// only costs CPU on both ends, lz4 otherwise.
+	Compression string
+}
+
+// compression resolves Options.Compression for addrs.
+func compression(mode string, addrs []string) (*clickhouse.Compression, error) {
+	switch mode {
+	case "lz4":
+		return &clickhouse.Compression{Method: clickhouse.CompressionLZ4}, nil
+	case "none":
+		return &clickhouse.Compression{Method: clickhouse.CompressionNone}, nil
+	case "", "auto":
+		for _, a := range addrs {
+			host, _, err := net.SplitHostPort(a)
+			if err != nil {
+				host = a
+			}
+			ip := net.ParseIP(host)
+			if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				return &clickhouse.Compression{Method: clickhouse.CompressionLZ4}, nil
+			}
+		}
+		return &clickhouse.Compression{Method: clickhouse.CompressionNone}, nil
+	}
+	return nil, fmt.Errorf("chstore: compression %q: want auto, lz4 or none", mode)
 }
 
 // Store is a connection pool bound to one database.
@@ -112,6 +140,10 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 			settings["insert_quorum"] = o.InsertQuorum
 		}
 	}
+	comp, err := compression(o.Compression, o.Addrs)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Settings: settings,
 		Protocol: clickhouse.Native,
@@ -121,7 +153,7 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 			Username: o.Username,
 			Password: o.Password,
 		},
-		Compression:     &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		Compression:     comp,
 		DialTimeout:     o.DialTimeout,
 		ReadTimeout:     o.ReadTimeout,
 		MaxOpenConns:    o.MaxOpenConns,

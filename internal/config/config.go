@@ -49,6 +49,9 @@ type ClickHouse struct {
 	ShardMacro   string `mapstructure:"shard_macro" yaml:"shard_macro"`
 	ReplicaMacro string `mapstructure:"replica_macro" yaml:"replica_macro"`
 	InsertQuorum int    `mapstructure:"insert_quorum" yaml:"insert_quorum"`
+	// Compression of data on the wire: auto (none on loopback, else lz4),
+	// lz4 or none.
+	Compression string `mapstructure:"compression" yaml:"compression"`
 }
 
 // Addrs splits Addr into its endpoints.
@@ -100,6 +103,7 @@ func Default() Config {
 			DialTimeout:  5 * time.Second,
 			ReadTimeout:  60 * time.Second,
 			MaxOpenConns: 16,
+			Compression:  "auto",
 			ShardMacro:   "shard",
 			ReplicaMacro: "replica",
 		},
@@ -153,6 +157,11 @@ func (c Config) Validate() error {
 	}
 	if c.ClickHouse.MaxOpenConns < 1 || c.ClickHouse.MaxOpenConns > 256 {
 		bad("clickhouse.max_open_conns", "must be between 1 and 256, got %d", c.ClickHouse.MaxOpenConns)
+	}
+	switch c.ClickHouse.Compression {
+	case "auto", "lz4", "none":
+	default:
+		bad("clickhouse.compression", "must be auto, lz4 or none, got %q", c.ClickHouse.Compression)
 	}
 	if c.ClickHouse.Managed() {
 		if c.Local.Binary == "" {

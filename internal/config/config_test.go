@@ -28,6 +28,7 @@ func TestValidate(t *testing.T) {
 		{"empty database", func(c *Config) { c.ClickHouse.Database = "" }, []string{"clickhouse.database"}},
 		{"short read timeout", func(c *Config) { c.ClickHouse.ReadTimeout = time.Second }, []string{"clickhouse.read_timeout: must be at least 2s"}},
 		{"conns", func(c *Config) { c.ClickHouse.MaxOpenConns = 0 }, []string{"clickhouse.max_open_conns"}},
+		{"compression", func(c *Config) { c.ClickHouse.Compression = "zstd" }, []string{"clickhouse.compression"}},
 		{"managed needs binary", func(c *Config) { c.Local.Binary = "" }, []string{"local.binary"}},
 		{"binary unused with address", func(c *Config) { c.ClickHouse.Addr = "h:9000"; c.Local.Binary = "" }, nil},
 		{"serve addr", func(c *Config) { c.Serve.Addr = "8080" }, []string{"serve.addr"}},
