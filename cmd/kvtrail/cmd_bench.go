@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +32,7 @@ func newBenchIngestCmd(a *app) *cobra.Command {
 	var scenario, dir string
 	var scale float64
 	var keep bool
+	var runs int
 	c := &cobra.Command{
 		Use:   "ingest",
 		Short: "Ingest a simulated incident end to end and compare with clickhouse-client loading the same lines",
@@ -56,25 +58,46 @@ prints lines/s for both and their ratio.`,
 			if err != nil {
 				return err
 			}
+			if runs < 1 {
+				return usageError{fmt.Errorf("--runs must be at least 1, got %d", runs)}
+			}
 			a.limitMemory()
 			s, closeFn, err := a.benchStore(ctx, keep)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			res, err := bench.Ingest(ctx, s, a.chAddrs[0], sources, ingest.Options{Logger: a.log})
-			if err != nil {
-				return err
-			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "dataset: %d sources, %d lines (%d records), %.1f MB\n", res.Sources, res.Lines, res.Records, float64(res.Bytes)/1e6)
-			fmt.Fprintf(w, "kvtrail ingest (raw_lines + typed tables): %8.2fs  %10.0f lines/s  %6.1f MB/s\n",
-				res.Kvtrail.Seconds(), res.LinesPerSec(), float64(res.Bytes)/1e6/res.Kvtrail.Seconds())
-			fmt.Fprintf(w, "baseline clickhouse-client raw load:       %8.2fs  %10.0f lines/s  (%d rows)\n",
-				res.Baseline.Seconds(), res.BaselineLinesPerSec(), res.BaselineRows)
-			fmt.Fprintf(w, "ratio kvtrail/baseline: %.2f   peak RSS: %.0f MB\n", res.Ratio(), float64(res.PeakRSSBytes)/1e6)
-			fmt.Fprintf(w, "server floor (ClickHouse re-storing kvtrail's rows, no client): %.2fs  ceiling ratio %.2f\n",
-				res.ServerFloor.Seconds(), res.CeilingRatio())
+			var ratios []float64
+			for run := 1; run <= runs; run++ {
+				if run > 1 {
+					if err := bench.Reset(ctx, s); err != nil {
+						return err
+					}
+				}
+				res, err := bench.Ingest(ctx, s, a.chAddrs[0], sources, ingest.Options{Logger: a.log})
+				if err != nil {
+					return err
+				}
+				if runs > 1 {
+					fmt.Fprintf(w, "-- run %d of %d\n", run, runs)
+				}
+				if run == 1 {
+					fmt.Fprintf(w, "dataset: %d sources, %d lines (%d records), %.1f MB\n", res.Sources, res.Lines, res.Records, float64(res.Bytes)/1e6)
+				}
+				fmt.Fprintf(w, "kvtrail ingest (raw_lines + typed tables): %8.2fs  %10.0f lines/s  %6.1f MB/s\n",
+					res.Kvtrail.Seconds(), res.LinesPerSec(), float64(res.Bytes)/1e6/res.Kvtrail.Seconds())
+				fmt.Fprintf(w, "baseline clickhouse-client raw load:       %8.2fs  %10.0f lines/s  (%d rows)\n",
+					res.Baseline.Seconds(), res.BaselineLinesPerSec(), res.BaselineRows)
+				fmt.Fprintf(w, "ratio kvtrail/baseline: %.2f   peak RSS: %.0f MB\n", res.Ratio(), float64(res.PeakRSSBytes)/1e6)
+				fmt.Fprintf(w, "server floor (ClickHouse re-storing kvtrail's rows, no client): %.2fs  ceiling ratio %.2f\n",
+					res.ServerFloor.Seconds(), res.CeilingRatio())
+				ratios = append(ratios, res.Ratio())
+			}
+			if runs > 1 {
+				slices.Sort(ratios)
+				fmt.Fprintf(w, "== ratio over %d runs: median %.2f, min %.2f, max %.2f\n", runs, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+			}
 			return nil
 		},
 	}
@@ -82,6 +105,7 @@ prints lines/s for both and their ratio.`,
 	c.Flags().Float64Var(&scale, "scale", 0.2, "simulator scale")
 	c.Flags().StringVar(&dir, "dir", "", "use this existing dataset (a directory with sources.yaml) instead of simulating")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
+	c.Flags().IntVar(&runs, "runs", 1, "measure this many times (the same data, emptied tables) and print the median ratio")
 	return c
 }
 

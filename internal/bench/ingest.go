@@ -132,6 +132,17 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 	return res, nil
 }
 
+// Reset empties every table an ingest writes, so another run starts from
+// the same state as the first.
+func Reset(ctx context.Context, s Store) error {
+	for _, t := range append(floorTables, "nodes", "ingest_sources") {
+		if err := s.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
+			return fmt.Errorf("reset %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
 // floorTables are the tables an ingest writes rows to.
 var floorTables = []string{"raw_lines", "id_index", "node_boots", "engine_events", "batch_stats",
 	"transfer_events", "gateway_responses", "metric_samples", "page_events"}

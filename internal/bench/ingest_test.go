@@ -51,4 +51,19 @@ func TestIngestBenchmark(t *testing.T) {
 		t.Fatalf("%d bench_ tables left behind", left)
 	}
 	t.Logf("%d records: kvtrail %v, baseline %v, server floor %v (ceiling ratio %.2f)", res.Records, res.Kvtrail, res.Baseline, res.ServerFloor, res.CeilingRatio())
+
+	// A second run (bench ingest --runs) starts from empty tables.
+	if err := bench.Reset(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bench.Ingest(ctx, s, testdb.Addr(t), sources, ingest.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var rows uint64
+	if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != res.Records {
+		t.Fatalf("after Reset and a second run raw_lines holds %d rows, one run writes %d", rows, res.Records)
+	}
 }
