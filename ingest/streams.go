@@ -23,10 +23,8 @@ type streams struct {
 	// max is how many INSERTs may be open at once: each holds a pooled
 	// connection until commit, and reads (checkpoints) need one too.
 	max  int
-	open map[string]*openInsert // by INSERT statement
-	// order keeps commits in the order tables were opened (raw_lines
-	// first), so a failed window leaves the same prefix a rerun rewrites.
-	order []*openInsert
+	open  map[string]*openInsert // by INSERT statement
+	order []*openInsert          // the same, in the order they were opened
 }
 
 type openInsert struct {
