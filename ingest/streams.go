@@ -22,7 +22,7 @@ type streams struct {
 	store Store
 	// max is how many INSERTs may be open at once: each holds a pooled
 	// connection until commit, and reads (checkpoints) need one too.
-	max  int
+	max   int
 	open  map[string]*openInsert // by INSERT statement
 	order []*openInsert          // the same, in the order they were opened
 }
