@@ -201,15 +201,27 @@ func Select(all []Analyzer, names []string) ([]Analyzer, error) {
 
 // Load reads and links everything a run over w needs.
 func (r *Runner) Load(ctx context.Context, w Window) (*Dataset, error) {
-	from, to, wm, err := DataSpan(ctx, r.DB)
-	if err != nil {
-		return nil, err
-	}
-	if w.From.IsZero() {
-		w.From = from
-	}
-	if w.To.IsZero() {
-		w.To = to
+	return r.load(ctx, w, true)
+}
+
+// load is Load; gaps=false skips the completeness scan, which linking
+// requests does not need.
+func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error) {
+	var wm time.Time
+	if gaps || w.From.IsZero() || w.To.IsZero() {
+		// The data's span fills an open window; its watermark is for
+		// analyzers (linking alone needs neither).
+		from, to, watermark, err := DataSpan(ctx, r.DB)
+		if err != nil {
+			return nil, err
+		}
+		if w.From.IsZero() {
+			w.From = from
+		}
+		if w.To.IsZero() {
+			w.To = to
+		}
+		wm = watermark
 	}
 	if !w.To.After(w.From) {
 		return nil, fmt.Errorf("empty window %s", w)
@@ -219,6 +231,7 @@ func (r *Runner) Load(ctx context.Context, w Window) (*Dataset, error) {
 		cfg.LinkMargin = DefaultConfig().LinkMargin
 	}
 	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wm}
+	var err error
 	if d.Boots, err = loadBoots(ctx, r.DB); err != nil {
 		return nil, err
 	}
@@ -250,8 +263,10 @@ func (r *Runner) Load(ctx context.Context, w Window) (*Dataset, error) {
 		}
 		d.ByKey[f.Key] = f
 	}
-	if d.Gaps, err = findGaps(ctx, r.DB, w, cfg.GapThreshold); err != nil {
-		return nil, err
+	if gaps {
+		if d.Gaps, err = findGaps(ctx, r.DB, w, cfg.GapThreshold); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -306,6 +321,91 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	}
 	return rep, nil
 }
+
+// Correlate links the gateway-logged requests of w (gateway → prefill →
+// transfer → decode) and saves them to request_facts, without running
+// analyzers:
+// what `kvtrail ingest` does once its rows are in, so a request can be
+// followed across nodes before anyone runs analyze. It works slice by
+// slice (engine lines are read LinkMargin beyond each edge), visiting
+// only slices that hold requests — a stray 1970 timestamp in a log must
+// not mean 490,000 empty hours — so memory follows the requests of one
+// slice, not the window. Each fact is kept by the one slice its time falls
+// in. It returns the facts saved.
+func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (int, error) {
+	if slice < time.Second {
+		slice = time.Hour
+	}
+	step := uint32(slice / time.Second)
+	rows, err := r.DB.Query(ctx, sliceBucketsSQL, step, unix(w.From), unix(w.To), step, unix(w.From), unix(w.To))
+	if err != nil {
+		return 0, fmt.Errorf("correlate: find requests: %w", err)
+	}
+	var buckets []uint32
+	for rows.Next() {
+		var b uint32
+		if err := rows.Scan(&b); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("correlate: find requests: %w", err)
+		}
+		buckets = append(buckets, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("correlate: find requests: %w", err)
+	}
+	slices.Sort(buckets)
+	version := uint64(r.now().UnixNano())
+	saved := 0
+	var pending []*Fact // saved together: one insert per factBatch, not per slice
+	flush := func() error {
+		if err := SaveFacts(ctx, r.DB, pending, version); err != nil {
+			return fmt.Errorf("correlate: %w", err)
+		}
+		saved += len(pending)
+		pending = nil
+		return nil
+	}
+	for _, b := range buckets {
+		sw := Window{From: time.Unix(int64(b)*int64(step), 0).UTC(), To: time.Unix(int64(b+1)*int64(step), 0).UTC()}
+		if sw.From.Before(w.From) {
+			sw.From = w.From
+		}
+		if sw.To.After(w.To) {
+			sw.To = w.To
+		}
+		if !sw.To.After(sw.From) {
+			continue
+		}
+		d, err := r.load(ctx, sw, false)
+		if err != nil {
+			return saved, fmt.Errorf("correlate %s: %w", sw, err)
+		}
+		for _, f := range d.Facts {
+			// Only requests the gateway logged: their key (the request
+			// id) is stable. A room only engines logged so far may get its
+			// gateway line from a source not ingested yet, and would then
+			// stay behind as a second row under "room:N"; analyze, whose
+			// window decides that a gateway line is missing, saves those.
+			if f.GW != nil && sw.Contains(f.TS) {
+				pending = append(pending, f)
+			}
+		}
+		if len(pending) >= factBatch {
+			if err := flush(); err != nil {
+				return saved, err
+			}
+		}
+	}
+	return saved, flush()
+}
+
+// sliceBucketsSQL lists the slices (ts divided by the slice length) of a
+// window that hold gateway responses or engine request lines.
+const sliceBucketsSQL = `SELECT DISTINCT b FROM (
+ SELECT intDiv(toUInt32(ts), ?) AS b FROM gateway_responses WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
+ UNION ALL
+ SELECT intDiv(toUInt32(ts), ?) AS b FROM engine_events WHERE ts >= toDateTime(?) AND ts < toDateTime(?))`
 
 // RunAnalyzer runs one analyzer on a loaded dataset without storing
 // anything (benchmarks time it; Run stores the result).

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/ingest/parse"
 )
@@ -24,7 +25,7 @@ func newIngestCmd(a *app) *cobra.Command {
 		manifest, format, node, role, tz, offset string
 		endpoints                                []string
 		year                                     int
-		asJSON, force                            bool
+		asJSON, force, correlate                 bool
 	)
 	c := &cobra.Command{
 		Use:   "ingest [--manifest sources.yaml | --node N --role R [--format F] PATH...]",
@@ -91,14 +92,34 @@ flags that apply to every PATH.`,
 				opts.Progress = &barProgress{}
 			}
 			sum, ingestErr := ingest.New(s, opts).Ingest(cmd.Context(), sources)
+			var linked *correlation
+			if w, ok := ingestedWindow(sum); ok && correlate {
+				// Link the requests the new rows belong to, so request_facts
+				// follows a request across nodes without an analyze run.
+				t0 := time.Now()
+				cfg := a.analyzeConfig()
+				r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
+				n, err := r.Correlate(cmd.Context(), w, time.Hour)
+				if err != nil {
+					ingestErr = errors.Join(ingestErr, fmt.Errorf("link requests (request_facts): %w", err))
+				}
+				linked = &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				if err := enc.Encode(sum); err != nil {
+				if err := enc.Encode(struct {
+					ingest.Summary
+					Correlation *correlation `json:"request_facts,omitempty"`
+				}{sum, linked}); err != nil {
 					return err
 				}
 			} else {
 				printSummary(cmd.OutOrStdout(), sum)
+				if linked != nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "linked %d requests (gateway → prefill → decode) into request_facts for %s in %.1fs\n",
+						linked.Requests, linked.Window, linked.Seconds)
+				}
 			}
 			return ingestErr
 		},
@@ -114,7 +135,39 @@ flags that apply to every PATH.`,
 	f.IntVar(&year, "year", 0, "year for glog short dates (default: inferred)")
 	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	f.BoolVar(&force, "force", false, "re-ingest sources already recorded as complete")
+	f.BoolVar(&correlate, "correlate", true, "afterwards, link the ingested time span's requests across nodes into request_facts")
 	return c
+}
+
+// correlation is what the linking step after an ingest did.
+type correlation struct {
+	Window   string  `json:"window"`
+	Requests int     `json:"requests"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// ingestedWindow is the time span of the sources this run wrote rows for.
+func ingestedWindow(sum ingest.Summary) (analyze.Window, bool) {
+	var w analyze.Window
+	for _, s := range sum.Sources {
+		if s.State != "ingested" && !(s.State == "failed" && s.Records > 0) {
+			continue
+		}
+		if s.FirstTS.IsZero() || s.LastTS.IsZero() {
+			continue
+		}
+		if w.From.IsZero() || s.FirstTS.Before(w.From) {
+			w.From = s.FirstTS
+		}
+		if s.LastTS.After(w.To) {
+			w.To = s.LastTS
+		}
+	}
+	if w.From.IsZero() {
+		return w, false
+	}
+	w.To = w.To.Add(time.Second) // the window's end is exclusive
+	return w, true
 }
 
 func printSummary(w io.Writer, sum ingest.Summary) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/simulate"
 )
 
 // binary is the kvtrail binary built once for the end-to-end tests.
@@ -260,5 +263,56 @@ func TestProfileFlags(t *testing.T) {
 	}
 	if _, errOut, code := run(t, dir, nil, "config", "print", "--memprofile", filepath.Join(dir, "no", "such", "dir", "m.prof")); code == 0 || !strings.Contains(errOut, "memory profile") {
 		t.Fatalf("an unwritable profile path: exit %d, stderr %q; want a failure naming the profile", code, errOut)
+	}
+}
+
+// `kvtrail ingest` links the ingested requests across nodes into
+// request_facts (correlation at ingest); --correlate=false leaves it to
+// analyze.
+func TestIngestCommandLinksRequests(t *testing.T) {
+	ctx := context.Background()
+	sim := t.TempDir()
+	if _, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 2, Scale: 0.02, Days: 1, OutDir: sim}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		flag string
+		link bool
+	}{{"--correlate=true", true}, {"--correlate=false", false}} {
+		t.Run(tt.flag, func(t *testing.T) {
+			s := testdb.New(t)
+			env := []string{"KVTRAIL_CLICKHOUSE_ADDR=" + testdb.Addr(t), "KVTRAIL_CLICKHOUSE_DATABASE=" + s.Database()}
+			out, errOut, code := run(t, t.TempDir(), env, "ingest", "--manifest", filepath.Join(sim, "sources.yaml"), "--json", tt.flag)
+			if code != 0 {
+				t.Fatalf("ingest: exit %d\n%s", code, errOut)
+			}
+			var sum struct {
+				Total struct {
+					Records uint64 `json:"records"`
+				} `json:"total"`
+				Facts *struct {
+					Requests int `json:"requests"`
+				} `json:"request_facts"`
+			}
+			if err := json.Unmarshal([]byte(out), &sum); err != nil || sum.Total.Records == 0 {
+				t.Fatalf("summary %v: %s", err, out)
+			}
+			var facts, gateway uint64
+			if err := s.QueryRow(ctx, "SELECT count() FROM request_facts FINAL").Scan(&facts); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.QueryRow(ctx, "SELECT count() FROM gateway_responses FINAL").Scan(&gateway); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.link {
+				if facts != 0 || sum.Facts != nil {
+					t.Fatalf("--correlate=false: %d request_facts rows, summary %+v", facts, sum.Facts)
+				}
+				return
+			}
+			if sum.Facts == nil || uint64(sum.Facts.Requests) != facts || facts < gateway {
+				t.Fatalf("request_facts holds %d rows, summary says %+v, the gateway logged %d responses", facts, sum.Facts, gateway)
+			}
+		})
 	}
 }
