@@ -40,63 +40,24 @@ func newStreams(s Store, max int) *streams {
 // are already open; the caller commits the window and adds again.
 var errWindowFull = errors.New("every INSERT slot is in use")
 
-// add sends b's rows into the open INSERTs, opening one per table as
-// needed. On errWindowFull, tables before the full one have their rows in
-// the window and are skipped when add is called again with the same from.
+// add sends b's rows into the open INSERTs, table by table, opening one
+// per table as needed. On errWindowFull, tables before the full one have
+// their rows in the window; the caller commits and calls add again with
+// from set to the returned index, so no table is sent twice.
 func (s *streams) add(ctx context.Context, b *Batch, from int) (int, error) {
 	raw, typed := tableWrites(b, time.Now().UTC())
 	all := append([]tableWrite{raw}, typed...)
-	need := 0
-	for _, t := range all[from:] {
-		if t.n > 0 && s.open[t.sql] == nil {
-			need++
-		}
-	}
-	if from > 0 || len(s.open)+need > s.max {
-		// Not every table fits in this window: one table at a time, in
-		// order, so a retry after the commit resumes where this stopped.
-		for i := from; i < len(all); i++ {
-			if all[i].n == 0 {
-				continue
-			}
-			oi, err := s.get(ctx, all[i])
-			if err != nil {
-				return i, err
-			}
-			if err := send(oi, all[i]); err != nil {
-				return i, err
-			}
-		}
-		return len(all), nil
-	}
-	opened := make([]*openInsert, len(all))
-	for i, t := range all {
-		if t.n == 0 {
+	for i := from; i < len(all); i++ {
+		if all[i].n == 0 {
 			continue
 		}
-		var err error
-		if opened[i], err = s.get(ctx, t); err != nil {
-			return 0, err
+		oi, err := s.get(ctx, all[i])
+		if err != nil {
+			return i, err
 		}
-	}
-	// raw_lines (most of the bytes) is encoded on its own goroutine while
-	// the typed tables are, each on its own connection.
-	errc := make(chan error, 1)
-	go func() {
-		if raw.n == 0 {
-			errc <- nil
-			return
+		if err := send(oi, all[i]); err != nil {
+			return i, err
 		}
-		errc <- send(opened[0], raw)
-	}()
-	var err error
-	for i := 1; i < len(all) && err == nil; i++ {
-		if all[i].n > 0 {
-			err = send(opened[i], all[i])
-		}
-	}
-	if err = errors.Join(<-errc, err); err != nil {
-		return 0, err
 	}
 	return len(all), nil
 }
