@@ -20,15 +20,18 @@ type checkpoint struct {
 	Offset   uint64
 	Size     uint64
 	Complete bool
+	// Version is when it was saved (UnixNano, the row's version): a forced
+	// run that is retrying keeps the checkpoints it saved itself.
+	Version uint64
 }
 
 func loadCheckpoint(ctx context.Context, s Store, sourceID string) (checkpoint, error) {
 	cp := checkpoint{SourceID: sourceID}
 	var complete uint8
-	q := `SELECT log_format, lines, parsed, unknown, malformed, bytes, committed_offset, complete, first_ts, last_ts
+	q := `SELECT log_format, lines, parsed, unknown, malformed, bytes, committed_offset, complete, first_ts, last_ts, version
 FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 	err := s.QueryRow(ctx, q, sourceID).Scan(&cp.Format, &cp.Records, &cp.Parsed, &cp.Unknown, &cp.Malformed,
-		&cp.Bytes, &cp.Offset, &complete, &cp.FirstTS, &cp.LastTS)
+		&cp.Bytes, &cp.Offset, &complete, &cp.FirstTS, &cp.LastTS, &cp.Version)
 	if err != nil {
 		if isNoRows(err) {
 			return checkpoint{SourceID: sourceID}, nil

@@ -18,7 +18,7 @@ type chunk struct {
 // table and commits them in windows: ClickHouse (18.16 has no async
 // inserts) wants few big inserts, and per-chunk inserts of many small
 // files would be dominated by per-insert costs. A window ends after
-// BatchRecords records, BatchBytes of raw text or FlushInterval; its
+// WindowRecords records, WindowBytes of raw text or WindowInterval; its
 // INSERTs are completed, then the checkpoints of the sources it contained
 // are saved, so a checkpoint never runs ahead of its rows. Memory holds a
 // chunk and one block per table, not the window.
@@ -102,7 +102,7 @@ func (f *flusher) run(ctx context.Context, chunks <-chan *chunk, free chan<- *Ba
 		st.abort()
 		return err
 	}
-	tick := time.NewTicker(max(f.opts.FlushInterval/4, 10*time.Millisecond))
+	tick := time.NewTicker(max(f.opts.WindowInterval/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -121,13 +121,13 @@ func (f *flusher) run(ctx context.Context, chunks <-chan *chunk, free chan<- *Ba
 			bytes += c.b.bytes
 			c.b.reset()
 			free <- c.b
-			if records >= f.opts.BatchRecords || bytes >= f.opts.BatchBytes {
+			if records >= f.opts.WindowRecords || bytes >= f.opts.WindowBytes {
 				if err := commit(); err != nil {
 					return fail(err)
 				}
 			}
 		case <-tick.C:
-			if len(cps) > 0 && time.Since(windowStart) >= f.opts.FlushInterval {
+			if len(cps) > 0 && time.Since(windowStart) >= f.opts.WindowInterval {
 				if err := commit(); err != nil {
 					return fail(err)
 				}

@@ -21,18 +21,18 @@ import (
 
 // Options tune the pipeline. Zero values mean the defaults.
 type Options struct {
-	// BatchRecords ends a commit window after this many records (default
+	// WindowRecords ends a commit window after this many records (default
 	// 1,000,000, what ClickHouse squashes into one part by default): its
 	// INSERTs are completed and its checkpoints saved. Rows stream to the
 	// server as they are read, so the window's size does not cost memory
 	// here.
-	BatchRecords int
-	// BatchBytes ends a window after this much raw text (default 256 MiB,
+	WindowRecords int
+	// WindowBytes ends a window after this much raw text (default 256 MiB,
 	// ClickHouse's default squashing limit).
-	BatchBytes int
-	// FlushInterval ends a window at least this often (default 10 s): how
+	WindowBytes int
+	// WindowInterval ends a window at least this often (default 10 s): how
 	// much work a crash can cost, and how stale checkpoints can be.
-	FlushInterval time.Duration
+	WindowInterval time.Duration
 	// MaxOpenInserts is how many INSERTs (one per table) a window keeps
 	// open, each on a pooled connection. Default: the store's pool size
 	// minus two (for the reads that go on meanwhile), at least one; fewer
@@ -68,14 +68,14 @@ type Progress interface {
 type poolSizer interface{ MaxOpenConns() int }
 
 func (o *Options) defaults(s Store) {
-	if o.BatchRecords <= 0 {
-		o.BatchRecords = 1_000_000
+	if o.WindowRecords <= 0 {
+		o.WindowRecords = 1_000_000
 	}
-	if o.BatchBytes <= 0 {
-		o.BatchBytes = 256 << 20
+	if o.WindowBytes <= 0 {
+		o.WindowBytes = 256 << 20
 	}
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = 10 * time.Second
+	if o.WindowInterval <= 0 {
+		o.WindowInterval = 10 * time.Second
 	}
 	if o.MaxOpenInserts <= 0 {
 		o.MaxOpenInserts = 6
@@ -98,6 +98,10 @@ func (o *Options) defaults(s Store) {
 type Ingester struct {
 	store Store
 	opts  Options
+	// forcedSince, in a forced run, is when the run began: a checkpoint
+	// saved before it is ignored, one saved by the run itself (before a
+	// retry) is resumed from.
+	forcedSince uint64
 }
 
 // New returns an Ingester writing to store.
@@ -163,9 +167,13 @@ func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, erro
 		defer p.Finish()
 	}
 	opts := in.opts
+	var forcedSince uint64
+	if opts.Force {
+		forcedSince = uint64(start.UnixNano())
+	}
 	earlier := map[int]SourceResult{} // committed by a failed attempt
 	for failed := 0; ; failed++ {
-		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts}).attempt(ctx, sources)
+		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts, forcedSince: forcedSince}).attempt(ctx, sources)
 		for i, r := range sum.Sources {
 			if e, ok := earlier[i]; ok && r.State == "skipped" {
 				sum.Sources[i] = e // finished by this run, before the retry
@@ -191,8 +199,7 @@ func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, erro
 			return sum.recount(), errors.Join(err, ctx.Err())
 		case <-time.After(wait):
 		}
-		// What the failed attempt committed stays: resume, do not redo.
-		opts.Force, opts.Progress = false, nil
+		opts.Progress = nil
 	}
 }
 
@@ -344,7 +351,10 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 	if err != nil {
 		return res, err
 	}
-	if cp.Complete && !in.opts.Force {
+	if in.opts.Force && cp.Version < in.forcedSince {
+		cp = checkpoint{SourceID: digest} // from before this forced run: redo
+	}
+	if cp.Complete {
 		res.State, res.Format = "skipped", cp.Format
 		res.Counts, res.FirstTS, res.LastTS = cp.Counts, cp.FirstTS, cp.LastTS
 		if p := in.opts.Progress; p != nil {
@@ -352,9 +362,6 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		}
 		in.opts.Logger.Info("source already ingested", slog.String("path", src.Path), slog.String("source_id", digest[:12]))
 		return res, nil
-	}
-	if in.opts.Force {
-		cp = checkpoint{}
 	}
 
 	format := src.Format

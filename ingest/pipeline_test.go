@@ -514,7 +514,7 @@ func TestWriteFailureResumesFromCheckpoints(t *testing.T) {
 			fs.n.Store(failAt)
 			var logs bytes.Buffer
 			// Small windows, so the failure lands after some commits.
-			got, err := ingest.New(fs, ingest.Options{BatchRecords: 20_000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Ingest(ctx, srcs)
+			got, err := ingest.New(fs, ingest.Options{WindowRecords: 20_000, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Ingest(ctx, srcs)
 			if err != nil {
 				t.Fatalf("ingest: %v", err)
 			}
@@ -560,4 +560,35 @@ func cleanRun(t *testing.T) ([]ingest.Source, *chstore.Store, ingest.Summary) {
 		t.Fatal(err)
 	}
 	return srcs, clean, sum
+}
+
+// A forced re-ingest (after a parser fix, say) whose write fails midway
+// still redoes every source: the retry resumes what the forced run itself
+// committed and does not skip sources only an earlier run completed.
+func TestForcedRunRetriedRedoesEverySource(t *testing.T) {
+	ctx := context.Background()
+	srcs, clean, _ := cleanRun(t)
+	fs := &failingStore{Store: clean}
+	fs.n.Store(12)
+	start := time.Now()
+	sum, err := ingest.New(fs, ingest.Options{Force: true, WindowRecords: 20_000}).Ingest(ctx, srcs)
+	if err != nil {
+		t.Fatalf("forced ingest: %v", err)
+	}
+	if fs.prepared.Load() < 12 {
+		t.Fatalf("only %d INSERTs: the injected failure was not hit", fs.prepared.Load())
+	}
+	for _, r := range sum.Sources {
+		if r.State != "ingested" {
+			t.Errorf("%s: %s, want ingested (forced)", r.Path, r.State)
+		}
+	}
+	var stale uint64
+	if err := clean.QueryRow(ctx, "SELECT count() FROM (SELECT source_id, max(version) AS v FROM ingest_sources GROUP BY source_id) WHERE v < ?",
+		uint64(start.UnixNano())).Scan(&stale); err != nil {
+		t.Fatal(err)
+	}
+	if stale != 0 {
+		t.Fatalf("%d sources kept a checkpoint from before the forced run", stale)
+	}
 }
