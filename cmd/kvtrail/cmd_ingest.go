@@ -98,6 +98,12 @@ flags that apply to every PATH.`,
 				// follows a request across nodes without an analyze run.
 				t0 := time.Now()
 				cfg := a.analyzeConfig()
+				// Requests already in whose other side just arrived (a
+				// gateway line a little before the new engine lines) are
+				// within one link margin of the span.
+				if m := cfg.LinkMargin; m > 0 {
+					w.From, w.To = w.From.Add(-m), w.To.Add(m)
+				}
 				r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
 				n, err := r.Correlate(cmd.Context(), w, time.Hour)
 				if err != nil {
