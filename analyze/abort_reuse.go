@@ -82,7 +82,7 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 			order++
 			fd := v.finding()
 			fd.GroupKey = "abort:" + src.Key
-			fd.subject = v.Key + "/abort/" + src.Key
+			fd.Subject = v.Key + "/abort/" + src.Key
 			fd.ForeignRequestKeys = []string{src.Key}
 			if src.Tenant != "" && src.Tenant != v.Tenant {
 				fd.ForeignTenants = []string{src.Tenant}

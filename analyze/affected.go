@@ -8,29 +8,21 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Affected roles.
 const (
-	RoleReceived = "received" // answered from pages the tenant did not write
-	RoleExposed  = "exposed"  // the tenant's KV may have been read by another tenant's request
+	RoleReceived = domain.Received // answered from pages the tenant did not write
+	RoleExposed  = domain.Exposed  // the tenant's KV may have been read by another tenant's request
 )
 
 // ReconstructionVersion changes when the folding rules change.
 const ReconstructionVersion = "1"
 
 // AffectedRow is one line of the notification list.
-type AffectedRow struct {
-	Tenant      string
-	Role        string
-	Requests    int
-	First, Last time.Time
-	Models      []string
-	Nodes       []string
-	Confidence  float64
-	RequestKeys []string
-	FindingIDs  []string
-}
+type AffectedRow = domain.AffectedRow
 
 // Reconstruction is one build of the notification list.
 type Reconstruction struct {
@@ -222,11 +214,11 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 		finds map[string]bool
 	}
 	rows := map[string]*acc{}
-	add := func(role, tenant, key, model, node string, ts time.Time, conf float64, findings []string, nodes ...string) {
+	add := func(role domain.Role, tenant, key, model, node string, ts time.Time, conf float64, findings []string, nodes ...string) {
 		if tenant == "" {
 			return
 		}
-		k := role + "\x00" + tenant
+		k := string(role) + "\x00" + tenant
 		a := rows[k]
 		if a == nil {
 			a = &acc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{}}
@@ -296,7 +288,7 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 	}
 	sort.Slice(rec.Rows, func(i, j int) bool {
 		if rec.Rows[i].Role != rec.Rows[j].Role {
-			return rec.Rows[i].Role > rec.Rows[j].Role // received first
+			return rec.Rows[i].Role.Rank() < rec.Rows[j].Role.Rank() // received first
 		}
 		return rec.Rows[i].Tenant < rec.Rows[j].Tenant
 	})

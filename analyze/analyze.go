@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // DB is what analyze needs from ClickHouse (internal/chstore.Store has it).
@@ -27,87 +28,30 @@ type DB interface {
 	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
 }
 
-// Severity is the Timesketch-style priority of a finding.
-type Severity string
+// The domain's vocabulary, under the names analyze has always used.
+type (
+	Severity = domain.Severity
+	Window   = domain.Window
+	Finding  = domain.Finding
+)
 
 // Severities, most urgent first.
 const (
-	High   Severity = "HIGH"
-	Medium Severity = "MEDIUM"
-	Low    Severity = "LOW"
-	Note   Severity = "NOTE"
+	High   = domain.High
+	Medium = domain.Medium
+	Low    = domain.Low
+	Note   = domain.Note
 )
 
 // Severities lists the valid severities, most urgent first.
-var Severities = []Severity{High, Medium, Low, Note}
-
-// Rank orders severities: HIGH is 0.
-func (s Severity) Rank() int {
-	for i, v := range Severities {
-		if v == s {
-			return i
-		}
-	}
-	return len(Severities)
-}
+var Severities = domain.Severities
 
 // Run statuses (Timesketch contract).
 const (
-	StatusSuccess    = "SUCCESS"
-	StatusNoFindings = "NO_FINDINGS"
-	StatusError      = "ERROR"
+	StatusSuccess    = domain.StatusSuccess
+	StatusNoFindings = domain.StatusNoFindings
+	StatusError      = domain.StatusError
 )
-
-// Window is the half-open time range [From, To) a run covers: requests
-// that started in it. Zero values mean "all data".
-type Window struct {
-	From, To time.Time
-}
-
-func (w Window) String() string {
-	return w.From.UTC().Format(time.RFC3339) + "/" + w.To.UTC().Format(time.RFC3339)
-}
-
-// Contains reports whether t is in [From, To).
-func (w Window) Contains(t time.Time) bool {
-	return !t.Before(w.From) && t.Before(w.To)
-}
-
-// Finding is one conclusion of one analyzer run, with the raw lines
-// (raw_lines.line_id) that prove it.
-type Finding struct {
-	ID               string
-	RunID            string
-	Analyzer         string
-	AnalyzerVersion  string
-	Severity         Severity
-	Confidence       float64
-	TS               time.Time
-	FirstTS, LastTS  time.Time
-	RequestKey       string
-	GatewayRequestID string
-	Tenant           string
-	Room             uint64
-	PrefillNode      string
-	DecodeNode       string
-	DecodeDPRank     int16
-	RIDs             []string
-	Title            string
-	Explanation      string
-	// GroupKey groups findings about one cause (a node boot, an abort).
-	GroupKey string
-	// ForeignTenants / ForeignRequestKeys name the other side: tenants and
-	// requests whose data this request may have read (or, for an abort,
-	// the requests that may have read this one's).
-	ForeignTenants     []string
-	ForeignRequestKeys []string
-	Evidence           []uint64
-	// Details are extra facts as key/value pairs (numbers as text).
-	Details map[string]string
-	// subject identifies what the finding is about; with the analyzer and
-	// its version it determines ID.
-	subject string
-}
 
 // Analyzer is one unit of analysis. Analyzers read the shared Dataset
 // (loaded in bulk once per run) and may run their own queries through
@@ -121,7 +65,7 @@ type Analyzer interface {
 	Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 }
 
-// findingID is hash(analyzer, version, subject): stable across re-runs,
+// findingID is hash(analyzer, version, Subject): stable across re-runs,
 // different for a new analyzer version.
 func findingID(analyzer, version, subject string) string {
 	h := sha256.Sum256([]byte(analyzer + "\x00" + version + "\x00" + subject))
@@ -134,10 +78,10 @@ func finalize(a Analyzer, fs []Finding) []Finding {
 	out := fs[:0]
 	for _, f := range fs {
 		f.Analyzer, f.AnalyzerVersion = a.Name(), a.Version()
-		if f.subject == "" {
-			f.subject = f.RequestKey
+		if f.Subject == "" {
+			f.Subject = f.RequestKey
 		}
-		f.ID = findingID(f.Analyzer, f.AnalyzerVersion, f.subject)
+		f.ID = findingID(f.Analyzer, f.AnalyzerVersion, f.Subject)
 		if seen[f.ID] {
 			continue
 		}

@@ -137,7 +137,7 @@ func (a *Completeness) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 	for _, g := range d.Gaps {
 		fd := Finding{Severity: Note, Confidence: 0.9, TS: g.From, FirstTS: g.From, LastTS: g.To, DecodeDPRank: -1,
 			Title:    fmt.Sprintf("%s logged nothing for %s", g.Node, g.To.Sub(g.From)),
-			subject:  "gap:" + g.Node + ":" + g.From.Format(time.RFC3339),
+			Subject:  "gap:" + g.Node + ":" + g.From.Format(time.RFC3339),
 			GroupKey: "gap:" + g.Node,
 			Details:  map[string]string{"node": g.Node, "gap_from": g.From.Format(time.RFC3339), "gap_to": g.To.Format(time.RFC3339)},
 			Explanation: fmt.Sprintf("%s has no log lines from %s to %s while other nodes logged; conclusions about requests on %s in that span rest on incomplete evidence. "+
@@ -173,7 +173,7 @@ func (a *Completeness) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 		out = append(out, Finding{Severity: Low, Confidence: 0.7, TS: d.Window.From, LastTS: d.Window.To, DecodeDPRank: -1,
 			Title:       "gateway requests with no engine lines at all (" + k + ")",
 			Explanation: fmt.Sprintf("%d PD requests routed to %s have no prefill or decode line: those engines' logs are missing from the evidence.", routed[k], k),
-			subject:     "unlogged:" + k, Details: map[string]string{"endpoints": k, "requests": fmt.Sprint(routed[k])}})
+			Subject:     "unlogged:" + k, Details: map[string]string{"endpoints": k, "requests": fmt.Sprint(routed[k])}})
 	}
 	return out, nil
 }

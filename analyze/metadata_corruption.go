@@ -33,7 +33,7 @@ func (*MetadataCorruption) Analyze(_ context.Context, d *Dataset) ([]Finding, er
 		}
 		fd := Finding{TS: t.TS, DecodeNode: t.Node, DecodeDPRank: t.DPRank, Room: t.Room, RIDs: []string{t.RID},
 			Evidence: []uint64{t.Line}, Details: map[string]string{"event": t.Event, "metadata_index": fmt.Sprint(t.MetaIndex)},
-			subject: "line:" + itoa(t.Line), GroupKey: fmt.Sprintf("metadata:%s:%d", t.Node, t.DPRank)}
+			Subject: "line:" + itoa(t.Line), GroupKey: fmt.Sprintf("metadata:%s:%d", t.Node, t.DPRank)}
 		victim := d.ByRoom[t.Room]
 		if victim != nil {
 			fd.RequestKey, fd.GatewayRequestID, fd.Tenant = victim.Key, victim.RequestID(), victim.Tenant

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 const insertRun = `INSERT INTO analyzer_runs (run_id, analyzer, version, params, window_from, window_to, watermark,
@@ -221,7 +223,7 @@ func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 		return fmt.Errorf("prepare affected insert: %w", err)
 	}
 	for _, a := range rec.Rows {
-		if err := b.Append(rec.ID, rec.CaseID, a.Tenant, a.Role, uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
+		if err := b.Append(rec.ID, rec.CaseID, a.Tenant, string(a.Role), uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
 			nonNil(a.Models), nonNil(a.Nodes), a.Confidence, nonNil(a.RequestKeys), nonNil(a.FindingIDs), rec.Created); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("append affected row %s/%s: %w", a.Role, a.Tenant, err)
@@ -274,11 +276,13 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 		var a AffectedRow
 		var n uint64
 		var created time.Time
-		if err := rows.Scan(&rec.ID, &rec.CaseID, &a.Tenant, &a.Role, &n, &a.First, &a.Last, &a.Models, &a.Nodes,
+		var role string
+		if err := rows.Scan(&rec.ID, &rec.CaseID, &a.Tenant, &role, &n, &a.First, &a.Last, &a.Models, &a.Nodes,
 			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created); err != nil {
 			return nil, fmt.Errorf("scan affected row: %w", err)
 		}
 		a.Requests = int(n)
+		a.Role = domain.Role(role)
 		a.First, a.Last = a.First.UTC(), a.Last.UTC()
 		rec.Rows = append(rec.Rows, a)
 	}

@@ -84,7 +84,7 @@ func (*PoolBelowContext) Analyze(_ context.Context, d *Dataset) ([]Finding, erro
 				Details: map[string]string{"node": node, "role": b.Role, "boot_id": b.ID, "max_req_input_len": itoa(b.MaxReqInputLen),
 					"context_len": itoa(b.ContextLen), "max_total_num_tokens": itoa(b.MaxTotalTokens), "prompts_in_gap": fmt.Sprint(h.n),
 					"served_in_gap": fmt.Sprint(h.served)},
-				subject: "boot:" + node + ":" + b.ID + ":" + b.At.Format(time.RFC3339Nano),
+				Subject: "boot:" + node + ":" + b.ID + ":" + b.At.Format(time.RFC3339Nano),
 			}
 			if b.Role == "prefill" {
 				fd.PrefillNode = node

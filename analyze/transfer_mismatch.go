@@ -111,7 +111,7 @@ func (*TransferMismatch) Analyze(ctx context.Context, d *Dataset) ([]Finding, er
 		fd.Details["method"] = "page_events"
 		fd.Details["stale_pages"] = fmt.Sprint(stale)
 		fd.Details["never_written_pages"] = fmt.Sprint(r.Never)
-		fd.subject = f.Key + "/pages"
+		fd.Subject = f.Key + "/pages"
 		out = append(out, fd)
 	}
 	return out, nil

@@ -137,7 +137,7 @@ func TestCommas(t *testing.T) {
 // a database (no rooms, so no lineage queries).
 func TestReconstructionGrouping(t *testing.T) {
 	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
-	d := &Dataset{Window: Window{t0, t0.Add(time.Hour)}, Cfg: Config{ignorePages: true}, ByKey: map[string]*Fact{
+	d := &Dataset{Window: Window{From: t0, To: t0.Add(time.Hour)}, Cfg: Config{ignorePages: true}, ByKey: map[string]*Fact{
 		"src":  {Key: "src", Tenant: "hooli", Model: "m", TS: t0},
 		"src2": {Key: "src2", Tenant: "acme", Model: "m", TS: t0},
 	}, ByRoom: map[uint64]*Fact{}, Boots: &Boots{ByNode: map[string][]*Boot{}}}
@@ -159,12 +159,12 @@ func TestReconstructionGrouping(t *testing.T) {
 	}
 	var got []row
 	for _, r := range rec.Rows {
-		got = append(got, row{r.Role, r.Tenant, r.Requests, math.Round(r.Confidence*100) / 100})
+		got = append(got, row{string(r.Role), r.Tenant, r.Requests, math.Round(r.Confidence*100) / 100})
 	}
 	want := []row{
-		{RoleReceived, "acme", 1, 0.6},   // v1 read hooli's KV; v3 read acme's own (not foreign); v2 is LOW
-		{RoleReceived, "wayne", 1, 0.45}, // no lineage known: assumed foreign at half confidence
-		{RoleExposed, "hooli", 1, 0.6},
+		{string(RoleReceived), "acme", 1, 0.6},   // v1 read hooli's KV; v3 read acme's own (not foreign); v2 is LOW
+		{string(RoleReceived), "wayne", 1, 0.45}, // no lineage known: assumed foreign at half confidence
+		{string(RoleExposed), "hooli", 1, 0.6},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("rows = %+v, want %+v", got, want)

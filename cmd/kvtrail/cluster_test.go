@@ -218,7 +218,7 @@ func analyzeAll(t *testing.T, s *chstore.Store) (findings, affected []string) {
 		t.Fatal(err)
 	}
 	for _, a := range rec.Rows {
-		affected = append(affected, a.Tenant+" "+a.Role)
+		affected = append(affected, a.Tenant+" "+string(a.Role))
 	}
 	sort.Strings(findings)
 	sort.Strings(affected)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/ingest"
 )
 
@@ -125,7 +126,7 @@ func printReport(w io.Writer, rep *analyze.Report) {
 		}
 	}
 	if rc := rep.Reconstruction; rc != nil {
-		n := map[string]int{}
+		n := map[domain.Role]int{}
 		for _, row := range rc.Rows {
 			n[row.Role]++
 		}
@@ -268,8 +269,9 @@ func newAffectedCmd(a *app) *cobra.Command {
 			if err := checkFormat(format); err != nil {
 				return err
 			}
-			if role != "" && role != analyze.RoleReceived && role != analyze.RoleExposed {
-				return usageError{fmt.Errorf("--role: %q must be received or exposed", role)}
+			wantRole, err := domain.ParseRole(role)
+			if err != nil {
+				return usageError{fmt.Errorf("--role: %w", err)}
 			}
 			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
@@ -282,10 +284,10 @@ func newAffectedCmd(a *app) *cobra.Command {
 			}
 			var out []affectedJSON
 			for _, r := range rec.Rows {
-				if role != "" && r.Role != role {
+				if wantRole != "" && r.Role != wantRole {
 					continue
 				}
-				out = append(out, affectedJSON{rec.ID, r.Tenant, r.Role, r.Requests, r.First, r.Last, nonNilS(r.Models),
+				out = append(out, affectedJSON{rec.ID, r.Tenant, string(r.Role), r.Requests, r.First, r.Last, nonNilS(r.Models),
 					nonNilS(r.Nodes), r.Confidence, nonNilS(r.RequestKeys), nonNilS(r.FindingIDs)})
 			}
 			w := cmd.OutOrStdout()
