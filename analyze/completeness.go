@@ -156,9 +156,19 @@ func (a *Completeness) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 	}
 	// Nodes the gateway routed to that logged nothing.
 	routed := map[string]int{}
+	span := map[string][2]time.Time{} // the routed requests' first and last times: the finding's times
 	for _, f := range d.Facts {
 		if f.GW != nil && f.Room != 0 && f.Prefill == nil && f.Decode == nil {
-			routed[f.PrefillEP+" "+f.DecodeEP]++
+			k := f.PrefillEP + " " + f.DecodeEP
+			routed[k]++
+			sp := span[k]
+			if sp[0].IsZero() || f.TS.Before(sp[0]) {
+				sp[0] = f.TS
+			}
+			if f.TS.After(sp[1]) {
+				sp[1] = f.TS
+			}
+			span[k] = sp
 		}
 	}
 	keys := make([]string, 0, len(routed))
@@ -170,7 +180,7 @@ func (a *Completeness) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 		if routed[k] < 10 {
 			continue
 		}
-		out = append(out, Finding{Severity: Low, Confidence: 0.7, TS: d.Window.From, LastTS: d.Window.To, DecodeDPRank: -1,
+		out = append(out, Finding{Severity: Low, Confidence: 0.7, TS: span[k][0], LastTS: span[k][1], DecodeDPRank: -1,
 			Title:       "gateway requests with no engine lines at all (" + k + ")",
 			Explanation: fmt.Sprintf("%d PD requests routed to %s have no prefill or decode line: those engines' logs are missing from the evidence.", routed[k], k),
 			Subject:     "unlogged:" + k, Details: map[string]string{"endpoints": k, "requests": fmt.Sprint(routed[k])}})

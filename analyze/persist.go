@@ -154,7 +154,11 @@ func FindingsOfRuns(ctx context.Context, db DB, runIDs []string) ([]Finding, err
 	if len(runIDs) == 0 {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, findingsSQL, runIDs)
+	return scanFindings(ctx, db, findingsSQL, runIDs)
+}
+
+func scanFindings(ctx context.Context, db DB, query string, arg []string) ([]Finding, error) {
+	rows, err := db.Query(ctx, query, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read findings: %w", err)
 	}
@@ -183,32 +187,51 @@ func FindingsOfRuns(ctx context.Context, db DB, runIDs []string) ([]Finding, err
 	return out, rows.Err()
 }
 
-// LatestFindings returns the findings of each analyzer's latest run.
+const currentFindingsSQL = `SELECT finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts,
+ last_ts, request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node, decode_dp_rank, rids,
+ title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids, detail_keys, detail_values
+FROM findings
+WHERE has(?, concat(analyzer, '/', analyzer_version))
+ORDER BY finding_id, created_at DESC, run_id DESC
+LIMIT 1 BY finding_id`
+
+// LatestFindings returns the current findings, the one set the CLI, the
+// UI, the API and the notification list all read: for each analyzer, the
+// version of its latest successful run; every finding that version has
+// recorded, in any run and any window; of a finding stored by several
+// runs, the latest copy. So analyzing twice does not double a finding, a
+// live round over the last minutes does not hide what an earlier run over
+// the incident found, and a new analyzer version replaces the old one's
+// conclusions. Sorted by analyzer, time and id.
 func LatestFindings(ctx context.Context, db DB) ([]Finding, error) {
 	runs, err := Runs(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	latest := LatestRuns(runs)
-	ids := make([]string, 0, len(latest))
-	for _, r := range latest {
-		ids = append(ids, r.ID)
+	if len(latest) == 0 {
+		return nil, nil
 	}
-	sort.Strings(ids)
-	fs, err := FindingsOfRuns(ctx, db, ids)
+	versions := make([]string, 0, len(latest))
+	for _, r := range latest {
+		versions = append(versions, r.Analyzer+"/"+r.Version)
+	}
+	sort.Strings(versions)
+	fs, err := scanFindings(ctx, db, currentFindingsSQL, versions)
 	if err != nil {
 		return nil, err
 	}
-	// A finding is stored once per run; keep one copy per id.
-	seen := map[string]bool{}
-	out := fs[:0]
-	for _, f := range fs {
-		if !seen[f.ID] {
-			seen[f.ID] = true
-			out = append(out, f)
+	sort.Slice(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Analyzer != b.Analyzer {
+			return a.Analyzer < b.Analyzer
 		}
-	}
-	return out, nil
+		if !a.TS.Equal(b.TS) {
+			return a.TS.Before(b.TS)
+		}
+		return a.ID < b.ID
+	})
+	return fs, nil
 }
 
 const insertAffected = `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts,
@@ -237,10 +260,14 @@ func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 
 const latestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`
 
-const affectedSQL = `SELECT reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models, nodes,
- confidence, request_keys, finding_ids, created_at
+// affectedSQL reads one reconstruction. Its id is a hash of its content,
+// so analyzing unchanged data again stores the same rows under the same id
+// a second time: only the latest save is read, and DISTINCT folds two saves
+// made in the same second.
+const affectedSQL = `SELECT DISTINCT reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models,
+ nodes, confidence, request_keys, finding_ids, created_at
 FROM affected
-WHERE reconstruction_id = ?
+WHERE reconstruction_id = ? AND created_at = (SELECT max(created_at) FROM affected WHERE reconstruction_id = ?)
 ORDER BY affected_role, tenant`
 
 // LatestAffected reads the most recent reconstruction's rows.
@@ -267,7 +294,7 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 	if id == "" {
 		return rec, nil
 	}
-	rows, err = db.Query(ctx, affectedSQL, id)
+	rows, err = db.Query(ctx, affectedSQL, id, id)
 	if err != nil {
 		return nil, fmt.Errorf("read affected: %w", err)
 	}
@@ -286,5 +313,7 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 		a.First, a.Last = a.First.UTC(), a.Last.UTC()
 		rec.Rows = append(rec.Rows, a)
 	}
+	// Received before exposed, whatever the column's text order.
+	sort.SliceStable(rec.Rows, func(i, j int) bool { return rec.Rows[i].Role.Rank() < rec.Rows[j].Role.Rank() })
 	return rec, rows.Err()
 }

@@ -71,15 +71,22 @@ func (*PoolBelowContext) Analyze(_ context.Context, d *Dataset) ([]Finding, erro
 			case b.Role == "decode" || b.Mode == "decode":
 				sev, what = Low, "a decode node: such prompts fail decode preallocation (§c3)"
 			}
+			// The finding is about the boot, so its times are the boot's —
+			// never the window's: a live round over the last minutes must
+			// date a July boot in July.
+			last := b.At
+			if b.Next != nil {
+				last = b.Next.At
+			}
 			fd := Finding{
-				Severity: sev, Confidence: conf, TS: start, FirstTS: start, LastTS: end, DecodeDPRank: -1,
+				Severity: sev, Confidence: conf, TS: b.At, FirstTS: b.At, LastTS: last, DecodeDPRank: -1,
 				GroupKey: "boot:" + node + ":" + b.ID,
 				Title:    fmt.Sprintf("%s: KV pool below context length (max_req_input_len %s < context %s)", node, commas(b.MaxReqInputLen), commas(b.ContextLen)),
 				Explanation: fmt.Sprintf("%s booted %s with max_total_num_tokens %s, so max_req_input_len = min(context_len-1, pool-1)-5 = %s, below context_len %s. "+
 					"From %s to %s any prompt of %s..%s tokens hits the scheduler's rejection path on %s. "+
 					"Prompts in that range seen on this boot in the window: %d (%d answered with completion tokens).",
 					node, fmtTime(b.At), commas(b.MaxTotalTokens), commas(b.MaxReqInputLen), commas(b.ContextLen),
-					fmtTime(start), endText(b), commas(b.MaxReqInputLen), commas(b.ContextLen), what, h.n, h.served),
+					fmtTime(b.At), endText(b), commas(b.MaxReqInputLen), commas(b.ContextLen), what, h.n, h.served),
 				Evidence: append(append([]uint64{}, b.Lines...), h.lines...),
 				Details: map[string]string{"node": node, "role": b.Role, "boot_id": b.ID, "max_req_input_len": itoa(b.MaxReqInputLen),
 					"context_len": itoa(b.ContextLen), "max_total_num_tokens": itoa(b.MaxTotalTokens), "prompts_in_gap": fmt.Sprint(h.n),

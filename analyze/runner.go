@@ -174,6 +174,12 @@ type Runner struct {
 	Now func() time.Time
 	// SkipReconstruct leaves the affected list alone.
 	SkipReconstruct bool
+	// Live marks rounds over a moving window of recent data (serve's live
+	// analysis). A live round records only findings no earlier run has —
+	// a known finding keeps the copy a run over its whole evidence made —
+	// and never rebuilds the notification list: a minute's window must not
+	// replace what a run over the incident concluded.
+	Live bool
 }
 
 func (r *Runner) now() time.Time {
@@ -310,7 +316,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 				slog.Int("findings", res.Run.Findings), slog.Int("new", len(res.New)), slog.Duration("took", res.Duration))
 		}
 	}
-	if !r.SkipReconstruct {
+	if !r.SkipReconstruct && !r.Live {
 		t0 = time.Now()
 		rec, err := r.Reconstruct(ctx, d)
 		if err != nil {
@@ -457,7 +463,11 @@ func (r *Runner) save(ctx context.Context, res *RunResult) error {
 			res.New = append(res.New, f)
 		}
 	}
-	if err := saveFindings(ctx, r.DB, res.Findings, r.now()); err != nil {
+	store := res.Findings
+	if r.Live {
+		store = res.New
+	}
+	if err := saveFindings(ctx, r.DB, store, r.now()); err != nil {
 		res.Run.Status, res.Run.Error = StatusError, err.Error()
 		return errors.Join(err, saveRun(ctx, r.DB, res.Run))
 	}

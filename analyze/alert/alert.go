@@ -153,6 +153,14 @@ func NewMetrics(reg prometheus.Registerer) (findings, failures *prometheus.Count
 		Name: "kvtrail_alert_failures_total", Help: "Failed live-analysis rounds and alert deliveries, by stage.",
 	}, []string{"stage"})
 	reg.MustRegister(findings, failures)
+	// Every series exists from the start, at 0: a dashboard or an alert
+	// rule on rate(kvtrail_findings_total) must see "none yet", not "no
+	// such metric".
+	for _, a := range analyze.Names() {
+		for _, s := range analyze.Severities {
+			findings.WithLabelValues(a, string(s))
+		}
+	}
 	return findings, failures
 }
 

@@ -210,3 +210,24 @@ func TestWatcherCountsAndGroups(t *testing.T) {
 		t.Fatalf("failures = %v", v)
 	}
 }
+
+// TestFindingsCounterExistsBeforeAnyFinding: /metrics must carry
+// kvtrail_findings_total for every analyzer and severity from the start,
+// so a rate() over it reads 0, not "no data".
+func TestFindingsCounterExistsBeforeAnyFinding(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	alert.NewMetrics(reg)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, mf := range mfs {
+		if mf.GetName() == "kvtrail_findings_total" {
+			series = len(mf.GetMetric())
+		}
+	}
+	if want := len(analyze.Names()) * len(analyze.Severities); series != want {
+		t.Fatalf("kvtrail_findings_total has %d series before any finding, want %d", series, want)
+	}
+}
