@@ -23,6 +23,14 @@ type AbortReuse struct {
 // Name implements Analyzer.
 func (*AbortReuse) Name() string { return "abort_reuse" }
 
+func init() {
+	Register(Registration{Order: 60,
+		Victims: Medium,
+		New: func(cfg Config) Analyzer {
+			return &AbortReuse{Window: cfg.AbortReuseWindow, DeferredRelease: cfg.DeferredRelease}
+		}})
+}
+
 // Version implements Analyzer.
 func (*AbortReuse) Version() string { return "1" }
 

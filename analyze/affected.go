@@ -32,19 +32,6 @@ type Reconstruction struct {
 	Rows    []AffectedRow
 }
 
-// victimAnalyzers are the per-request analyzers whose findings (at the
-// given minimum severity) mean "this response was built from KV that was
-// not this request's own".
-var victimAnalyzers = map[string]Severity{
-	"over_threshold":      High,
-	"rejected_served":     High,
-	"transfer_mismatch":   High,
-	"impossible_speed":    High,
-	"transfer_failed_ok":  High,
-	"metadata_corruption": High,
-	"abort_reuse":         Medium,
-}
-
 type victim struct {
 	key        string
 	fact       *Fact
@@ -92,7 +79,7 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 	victims := map[string]*victim{}
 	var ids []string
 	for _, f := range fs {
-		minSev, ok := victimAnalyzers[f.Analyzer]
+		minSev, ok := VictimSeverity(f.Analyzer)
 		if !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
 			continue
 		}

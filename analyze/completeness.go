@@ -125,6 +125,13 @@ type Completeness struct {
 // Name implements Analyzer.
 func (*Completeness) Name() string { return "completeness" }
 
+func init() {
+	Register(Registration{Order: 90,
+		New: func(cfg Config) Analyzer {
+			return &Completeness{GapThreshold: cfg.GapThreshold}
+		}})
+}
+
 // Version implements Analyzer.
 func (*Completeness) Version() string { return "1" }
 

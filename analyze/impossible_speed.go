@@ -25,6 +25,15 @@ type ImpossibleSpeed struct {
 // Name implements Analyzer.
 func (*ImpossibleSpeed) Name() string { return "impossible_speed" }
 
+func init() {
+	Register(Registration{Order: 50,
+		Victims: High,
+		New: func(cfg Config) Analyzer {
+			return &ImpossibleSpeed{MinUncached: cfg.SpeedMinUncached, MADs: cfg.SpeedMADs, MaxRatio: cfg.SpeedMaxRatio,
+				Sample: cfg.SpeedSample, MinSamples: cfg.SpeedMinSamples}
+		}})
+}
+
 // Version implements Analyzer.
 func (*ImpossibleSpeed) Version() string { return "1" }
 

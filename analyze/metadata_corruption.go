@@ -15,6 +15,14 @@ type MetadataCorruption struct{}
 // Name implements Analyzer.
 func (*MetadataCorruption) Name() string { return "metadata_corruption" }
 
+func init() {
+	Register(Registration{Order: 70,
+		Victims: High,
+		New: func(Config) Analyzer {
+			return &MetadataCorruption{}
+		}})
+}
+
 // Version implements Analyzer.
 func (*MetadataCorruption) Version() string { return "1" }
 

@@ -16,6 +16,14 @@ type OverThreshold struct{}
 // Name implements Analyzer.
 func (*OverThreshold) Name() string { return "over_threshold" }
 
+func init() {
+	Register(Registration{Order: 20,
+		Victims: High,
+		New: func(Config) Analyzer {
+			return &OverThreshold{}
+		}})
+}
+
 // Version implements Analyzer.
 func (*OverThreshold) Version() string { return "1" }
 

@@ -18,6 +18,13 @@ type PoolBelowContext struct{}
 // Name implements Analyzer.
 func (*PoolBelowContext) Name() string { return "pool_below_context" }
 
+func init() {
+	Register(Registration{Order: 10,
+		New: func(Config) Analyzer {
+			return &PoolBelowContext{}
+		}})
+}
+
 // Version implements Analyzer.
 func (*PoolBelowContext) Version() string { return "1" }
 

@@ -16,6 +16,14 @@ type RejectedServed struct{}
 // Name implements Analyzer.
 func (*RejectedServed) Name() string { return "rejected_served" }
 
+func init() {
+	Register(Registration{Order: 30,
+		Victims: High,
+		New: func(Config) Analyzer {
+			return &RejectedServed{}
+		}})
+}
+
 // Version implements Analyzer.
 func (*RejectedServed) Version() string { return "1" }
 

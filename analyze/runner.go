@@ -57,22 +57,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// All returns every analyzer, configured by cfg, in run order.
-func All(cfg Config) []Analyzer {
-	return []Analyzer{
-		&PoolBelowContext{},
-		&OverThreshold{},
-		&RejectedServed{},
-		&TransferMismatch{},
-		&ImpossibleSpeed{MinUncached: cfg.SpeedMinUncached, MADs: cfg.SpeedMADs, MaxRatio: cfg.SpeedMaxRatio,
-			Sample: cfg.SpeedSample, MinSamples: cfg.SpeedMinSamples},
-		&AbortReuse{Window: cfg.AbortReuseWindow, DeferredRelease: cfg.DeferredRelease},
-		&MetadataCorruption{},
-		&TransferFailedOK{},
-		&Completeness{GapThreshold: cfg.GapThreshold},
-	}
-}
-
 // Names lists the analyzer names in run order.
 func Names() []string {
 	var out []string

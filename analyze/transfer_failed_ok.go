@@ -14,6 +14,14 @@ type TransferFailedOK struct{}
 // Name implements Analyzer.
 func (*TransferFailedOK) Name() string { return "transfer_failed_ok" }
 
+func init() {
+	Register(Registration{Order: 80,
+		Victims: High,
+		New: func(Config) Analyzer {
+			return &TransferFailedOK{}
+		}})
+}
+
 // Version implements Analyzer.
 func (*TransferFailedOK) Version() string { return "1" }
 

@@ -16,6 +16,14 @@ type TransferMismatch struct{}
 // Name implements Analyzer.
 func (*TransferMismatch) Name() string { return "transfer_mismatch" }
 
+func init() {
+	Register(Registration{Order: 40,
+		Victims: High,
+		New: func(Config) Analyzer {
+			return &TransferMismatch{}
+		}})
+}
+
 // Version implements Analyzer.
 func (*TransferMismatch) Version() string { return "1" }
 
