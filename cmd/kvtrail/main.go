@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -20,14 +22,20 @@ func main() {
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintln(os.Stderr, "kvtrail:", err)
-			os.Exit(2)
-		}
 		fmt.Fprintln(os.Stderr, "kvtrail:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode maps an error to the exit status: 2 for a usage error, else the
+// domain kind's code (the same kinds the API maps to HTTP statuses), 1 for
+// anything unclassified.
+func exitCode(err error) int {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return domain.ExitInvalid
+	}
+	return domain.ExitCode(domain.KindOf(err))
 }
 
 // usageError marks errors in how kvtrail was invoked (exit status 2).

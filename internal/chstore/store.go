@@ -15,6 +15,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Options says where the server is and which database kvtrail owns.
@@ -170,7 +172,9 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 	}
 	if err := conn.Ping(ctx); err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("chstore: ping %s: %w", strings.Join(o.Addrs, ","), err)
+		// Unreachable is "try again later", not a bug: the CLI exits 4 and
+		// the API answers 503 (domain kinds).
+		return nil, domain.E(domain.Unavailable, fmt.Errorf("chstore: ping %s: %w", strings.Join(o.Addrs, ","), err))
 	}
 	sv, err := conn.ServerVersion()
 	if err != nil {
