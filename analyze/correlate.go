@@ -315,6 +315,21 @@ func nodeRID(node, rid string) string { return node + "\x00" + rid }
 // per room seen only in engine logs (a missing gateway log must not hide a
 // request). Clock skew is tolerated: rooms, not times, link the parts.
 func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, engine []*EngineEvent, xfer []*TransferEvent) []*Fact {
+	c := newCorrelator(boots, nodes, engine, xfer)
+	facts, seenRoom := c.gatewayFacts(gw)
+	facts = append(facts, c.orphanFacts(w, seenRoom)...)
+	sort.SliceStable(facts, func(i, j int) bool {
+		if !facts[i].TS.Equal(facts[j].TS) {
+			return facts[i].TS.Before(facts[j].TS)
+		}
+		return facts[i].Key < facts[j].Key
+	})
+	return facts
+}
+
+// newCorrelator indexes the engine and transfer lines by node+rid and by
+// bootstrap room.
+func newCorrelator(boots *Boots, nodes nodeMap, engine []*EngineEvent, xfer []*TransferEvent) *correlator {
 	c := &correlator{boots: boots, nodes: nodes, byRoom: map[uint64][]*EngineEvent{},
 		byNodeID: map[string][]*EngineEvent{}, xfer: map[uint64][]*TransferEvent{}, corrupt: map[uint64][]*TransferEvent{}}
 	for _, e := range engine {
@@ -327,12 +342,7 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 	// request's Receive on the same node.
 	for _, e := range engine {
 		if e.Room == 0 && e.RID != "" {
-			for _, o := range c.byNodeID[nodeRID(e.Node, e.RID)] {
-				if o.Room != 0 {
-					e.Room = o.Room
-					break
-				}
-			}
+			e.Room = c.roomOf(e.Node, e.RID)
 		}
 		if e.Room != 0 {
 			c.byRoom[e.Room] = append(c.byRoom[e.Room], e)
@@ -341,12 +351,7 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 	for _, t := range xfer {
 		room := t.Room
 		if room == 0 && t.RID != "" {
-			for _, o := range c.byNodeID[nodeRID(t.Node, t.RID)] {
-				if o.Room != 0 {
-					room = o.Room
-					break
-				}
-			}
+			room = c.roomOf(t.Node, t.RID)
 		}
 		if t.Event == "context_corruption" {
 			if room != 0 {
@@ -360,9 +365,23 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 			c.xfer[room] = append(c.xfer[room], t)
 		}
 	}
+	return c
+}
 
-	var facts []*Fact
-	seenRoom := map[uint64]bool{}
+// roomOf is the bootstrap room some line of rid on node carries, 0 if none.
+func (c *correlator) roomOf(node, rid string) uint64 {
+	for _, o := range c.byNodeID[nodeRID(node, rid)] {
+		if o.Room != 0 {
+			return o.Room
+		}
+	}
+	return 0
+}
+
+// gatewayFacts makes one fact per gateway response and links its engine
+// sides; seenRoom holds the rooms the gateway logged.
+func (c *correlator) gatewayFacts(gw []*GatewayResponse) (facts []*Fact, seenRoom map[uint64]bool) {
+	seenRoom = map[uint64]bool{}
 	for _, g := range gw {
 		f := &Fact{Key: g.RequestID, TS: g.TS, GW: g, Tenant: g.Tenant, Model: g.Model, Room: g.Room,
 			PrefillEP: g.PrefillEP, DecodeEP: g.DecodeEP}
@@ -376,7 +395,12 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 		c.link(f, g.PrefillRID, g.DecodeRID)
 		facts = append(facts, f)
 	}
-	// Rooms seen only by engines (gateway log missing or gapped).
+	return facts, seenRoom
+}
+
+// orphanFacts makes facts for rooms seen only by engines (the gateway log
+// missing or gapped) whose first line falls in w.
+func (c *correlator) orphanFacts(w Window, seenRoom map[uint64]bool) []*Fact {
 	var orphan []uint64
 	for room, evs := range c.byRoom {
 		if seenRoom[room] {
@@ -393,6 +417,7 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 		}
 	}
 	sort.Slice(orphan, func(i, j int) bool { return orphan[i] < orphan[j] })
+	var facts []*Fact
 	for _, room := range orphan {
 		f := &Fact{Key: "room:" + itoa(room), Room: room}
 		c.link(f, "", "")
@@ -402,12 +427,6 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 		f.TS = f.firstTS()
 		facts = append(facts, f)
 	}
-	sort.SliceStable(facts, func(i, j int) bool {
-		if !facts[i].TS.Equal(facts[j].TS) {
-			return facts[i].TS.Before(facts[j].TS)
-		}
-		return facts[i].Key < facts[j].Key
-	})
 	return facts
 }
 
