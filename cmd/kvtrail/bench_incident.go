@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/bench"
+)
+
+func init() { benchCommands = append(benchCommands, newBenchIncidentCmd) }
+
+func newBenchIncidentCmd(a *app) *cobra.Command {
+	var scenario, dir string
+	var scale float64
+	var keep bool
+	c := &cobra.Command{
+		Use:   "incident",
+		Short: "An incident from simulation to the notification list: time and peak RSS per phase, disk, and the list against the truth",
+		Long: `bench incident simulates an incident of --scale (1 is about 100,000 requests;
+--scale 100 about 10 million) to disk, ingests it into a fresh database,
+analyzes it, reads the notification list and compares it with the
+simulator's truth. It prints each phase's time and this process's peak RSS
+during it, ClickHouse's bytes on disk, and how the received and exposed
+lists agree with the truth.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if scale <= 0 {
+				return usageError{fmt.Errorf("--scale must be positive, got %g", scale)}
+			}
+			ctx := cmd.Context()
+			s, closeFn, err := a.benchStore(ctx, keep)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir,
+				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig()})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "incident %s at scale %g: %d requests, %d records\n\n", scenario, scale, res.Requests, res.Lines)
+			tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(tw, "PHASE\tTIME\tPEAK RSS")
+			var total float64
+			for _, p := range res.Phases {
+				total += p.Duration.Seconds()
+				fmt.Fprintf(tw, "%s\t%.1fs\t%.0f MB\n", p.Name, p.Duration.Seconds(), float64(p.PeakRSS)/1e6)
+			}
+			fmt.Fprintf(tw, "total\t%.1fs\t\n", total)
+			_ = tw.Flush()
+			fmt.Fprintf(w, "\nClickHouse bytes on disk: %.1f MB\n", float64(res.DiskBytes)/1e6)
+			fmt.Fprintf(w, "received foreign data: %d listed, %d true, %d missed, %d extra (exact: %v)\n",
+				res.Received.Listed, res.ReceivedTruth, res.Received.Missed, res.Received.Extra, res.Received.Exact())
+			fmt.Fprintf(w, "possibly exposed:      %d listed, %d true, recall %.3f, precision %.3f\n",
+				res.Exposed.Listed, res.ExposedTruth, res.Exposed.Recall(), res.Exposed.Precision())
+			return nil
+		},
+	}
+	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario")
+	c.Flags().Float64Var(&scale, "scale", 1, "traffic multiplier (1 ≈ 100k requests)")
+	c.Flags().StringVar(&dir, "dir", "", "keep the simulated logs in this directory (default: a temporary one, removed)")
+	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
+	return c
+}

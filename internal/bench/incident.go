@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+// Phase is one step of the incident benchmark: its time and the process's
+// peak resident memory during it.
+type Phase struct {
+	Name     string
+	Duration time.Duration
+	PeakRSS  uint64
+}
+
+// IncidentResult is one run of the incident benchmark: an incident of a
+// given size from simulation to the notification list, and that list
+// against the simulator's truth.
+type IncidentResult struct {
+	Scale    float64
+	Requests int
+	Lines    uint64
+	Phases   []Phase
+	// DiskBytes is what ClickHouse stores for the database (active parts,
+	// compressed).
+	DiskBytes uint64
+	// Received and exposed tenants: the list against the truth.
+	Received        Agreement
+	Exposed         Agreement
+	ReceivedTruth   int
+	ExposedTruth    int
+	ReconstructedAt time.Time
+}
+
+// Agreement is a list compared with the truth.
+type Agreement struct {
+	Listed, Right, Missed, Extra int
+}
+
+// Recall is the share of the truth the list holds.
+func (a Agreement) Recall() float64 {
+	if a.Right+a.Missed == 0 {
+		return 1
+	}
+	return float64(a.Right) / float64(a.Right+a.Missed)
+}
+
+// Precision is the share of the list that is true.
+func (a Agreement) Precision() float64 {
+	if a.Listed == 0 {
+		return 1
+	}
+	return float64(a.Right) / float64(a.Listed)
+}
+
+// Exact reports whether the list equals the truth.
+func (a Agreement) Exact() bool { return a.Missed == 0 && a.Extra == 0 }
+
+// IncidentOptions configures the benchmark.
+type IncidentOptions struct {
+	Scenario string
+	Scale    float64
+	// Days overrides the scenario's length (0: the scenario's own).
+	Days int
+	// Dir holds the simulated logs; empty means a temporary directory,
+	// removed afterwards.
+	Dir    string
+	Ingest ingest.Options
+	Cfg    analyze.Config
+}
+
+// DiskStore is what the incident benchmark needs beyond analysis.
+type DiskStore interface {
+	AnalyzeStore
+	Database() string
+}
+
+// Incident simulates an incident to disk, ingests it, analyzes it and
+// reads the notification list, timing each phase with its peak RSS, then
+// compares the list with the simulator's truth.
+func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResult, error) {
+	res := IncidentResult{Scale: o.Scale}
+	dir := o.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "kvtrail-bench-incident-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	phase := func(name string, f func() error) error {
+		ResetPeakRSS()
+		t0 := time.Now()
+		err := f()
+		res.Phases = append(res.Phases, Phase{Name: name, Duration: time.Since(t0), PeakRSS: PeakRSS()})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	var truth *simulate.Truth
+	if err := phase("simulate", func() error {
+		if _, err := simulate.Run(ctx, simulate.Config{Scenario: o.Scenario, Seed: 1, Scale: o.Scale, Days: o.Days, OutDir: dir}); err != nil {
+			return err
+		}
+		var err error
+		truth, err = simulate.LoadTruth(filepath.Join(dir, "truth.json"))
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.Requests = truth.Requests
+	if err := phase("ingest", func() error {
+		sources, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
+		if err != nil {
+			return err
+		}
+		sum, err := ingest.New(s, o.Ingest).Ingest(ctx, sources)
+		if err != nil {
+			return err
+		}
+		res.Lines = sum.Total.Records
+		return nil
+	}); err != nil {
+		return res, err
+	}
+	if err := phase("analyze", func() error {
+		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench"}
+		rep, err := r.Run(ctx, analyze.Window{}, nil)
+		if err == nil && rep.Errors() {
+			err = fmt.Errorf("an analyzer failed")
+		}
+		return err
+	}); err != nil {
+		return res, err
+	}
+	var rec *analyze.Reconstruction
+	if err := phase("notification list", func() error {
+		var err error
+		rec, err = analyze.LatestAffected(ctx, s)
+		return err
+	}); err != nil {
+		return res, err
+	}
+	res.ReconstructedAt = rec.Created
+	listed := map[domain.Role][]string{}
+	for _, r := range rec.Rows {
+		if !slices.Contains(listed[r.Role], r.Tenant) {
+			listed[r.Role] = append(listed[r.Role], r.Tenant)
+		}
+	}
+	res.Received = agree(listed[domain.Received], truth.ReceivedForeignData)
+	res.Exposed = agree(listed[domain.Exposed], truth.PossiblyExposed)
+	res.ReceivedTruth, res.ExposedTruth = len(truth.ReceivedForeignData), len(truth.PossiblyExposed)
+	row := s.QueryRow(ctx, "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = ? AND active", s.Database())
+	if err := row.Scan(&res.DiskBytes); err != nil {
+		return res, fmt.Errorf("disk bytes: %w", err)
+	}
+	return res, nil
+}
+
+func agree(list, truth []string) Agreement {
+	a := Agreement{Listed: len(list)}
+	for _, t := range list {
+		if slices.Contains(truth, t) {
+			a.Right++
+		} else {
+			a.Extra++
+		}
+	}
+	a.Missed = len(truth) - a.Right
+	return a
+}
+
+// ResetPeakRSS starts a new peak for PeakRSS (Linux: writing 5 to
+// /proc/self/clear_refs resets VmHWM), so each phase reports its own peak.
+// Where that is not possible the peak stays the process's.
+func ResetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}

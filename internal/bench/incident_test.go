@@ -1,0 +1,43 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/internal/bench"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+)
+
+// The incident benchmark runs every phase on real ClickHouse, reports a
+// peak for each, and its list agrees with the truth at a small scale (the
+// accuracy tests hold the bar; this holds the bench's own accounting).
+func TestIncidentBenchmark(t *testing.T) {
+	s := testdb.New(t)
+	res, err := bench.Incident(context.Background(), s, bench.IncidentOptions{Scenario: "incident-2026", Scale: 0.02, Days: 2,
+		Dir: t.TempDir(), Cfg: analyze.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"simulate", "ingest", "analyze", "notification list"}
+	if len(res.Phases) != len(want) {
+		t.Fatalf("phases %+v, want %v", res.Phases, want)
+	}
+	for i, p := range res.Phases {
+		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 {
+			t.Errorf("phase %d = %+v, want %s with a time and a peak", i, p, want[i])
+		}
+	}
+	if res.Requests == 0 || res.Lines == 0 || res.DiskBytes == 0 {
+		t.Fatalf("requests %d, records %d, disk %d: want all non-zero", res.Requests, res.Lines, res.DiskBytes)
+	}
+	if res.ReceivedTruth == 0 {
+		t.Fatal("the incident has no tenant that received foreign data; the comparison proves nothing")
+	}
+	if !res.Received.Exact() {
+		t.Errorf("received list %+v against %d true tenants: want exact", res.Received, res.ReceivedTruth)
+	}
+	if r := res.Exposed.Recall(); r < 0.99 {
+		t.Errorf("exposed recall %.3f (%+v of %d)", r, res.Exposed, res.ExposedTruth)
+	}
+}
