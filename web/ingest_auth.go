@@ -16,9 +16,12 @@ import (
 // password of HTTP basic auth (what promtail, Alloy, Vector and Fluent Bit
 // can send). A token is checked with one SHA-256 at most (its id selects
 // the hash), wrong tokens for a known id are limited per (address, token
-// id) like logins, and failures never echo the request. Pushed lines become forensic evidence, so an anonymous push would
-// let anyone plant it.
+// id) like logins, and failures never echo the request. Pushed lines
+// become forensic evidence, so an anonymous push would let anyone plant it.
 func IngestAuth(cfg config.Auth) (gin.HandlerFunc, error) {
+	// Pushes carry tokens only: without the users no dummy bcrypt hash is
+	// made, and no password is ever checked here.
+	cfg.Users = nil
 	a, err := newAuthenticator(cfg, time.Now)
 	if err != nil {
 		return nil, err
