@@ -527,3 +527,39 @@ func TestResolveAddr(t *testing.T) {
 		})
 	}
 }
+
+// failRevokeConn is a ClickHouse connection on which recording a logout
+// fails (the rest works).
+type failRevokeConn struct{ Conn }
+
+func (c failRevokeConn) Exec(ctx context.Context, sql string, args ...any) error {
+	if strings.Contains(sql, "session_revocations") {
+		return errors.New("injected: clickhouse refused the insert")
+	}
+	return c.Conn.Exec(ctx, sql, args...)
+}
+
+// A logout that cannot be recorded says so (503) and leaves the session
+// valid and its cookie in place, so the user can retry it.
+func TestFailedLogoutKeepsTheSession(t *testing.T) {
+	st := testdb.New(t)
+	u := newTestUI(t, st, func(o *Options) { o.Conn = failRevokeConn{st} })
+	c, csrf, code := u.login(t, "viewer-user", testPassword)
+	if code != http.StatusSeeOther {
+		t.Fatalf("login = %d", code)
+	}
+	resp, err := c.PostForm(u.srv.URL+"/logout", url.Values{"_csrf": {csrf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("logout with a failing store = %d, want 503", resp.StatusCode)
+	}
+	if sc := strings.Join(resp.Header.Values("Set-Cookie"), "\n"); strings.Contains(sc, sessionCookie+"=") {
+		t.Errorf("failed logout touched the session cookie: %s", sc)
+	}
+	if resp, _ := c.Get(u.srv.URL + "/api/v1/me"); resp.StatusCode != http.StatusOK {
+		t.Errorf("session after a failed logout = %d, want 200", resp.StatusCode)
+	}
+}
