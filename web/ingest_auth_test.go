@@ -17,9 +17,9 @@ import (
 	"github.com/grafana/loki-client-go/pkg/urlutil"
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/kvtrail/kvtrail/ingest/push"
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 	"github.com/kvtrail/kvtrail/internal/config"
 )
 
@@ -37,17 +37,11 @@ func (s *countingSink) Accept(_ context.Context, es []push.Entry) error {
 
 func ingestServer(t *testing.T) (*httptest.Server, *countingSink) {
 	t.Helper()
-	hash := func(tok string) config.Secret {
-		h, err := bcrypt.GenerateFromPassword([]byte(tok), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return config.Secret(h)
-	}
+	hash := func(name string) config.Secret { return config.Secret(apitoken.Hash(testToken(name))) }
 	cfg := config.Auth{LoginAttempts: 50, LoginWindow: time.Minute, Tokens: []config.Token{
-		{Name: "shipper", Role: "ingester", TokenHash: hash("ship-token")},
-		{Name: "ops", Role: "admin", TokenHash: hash("admin-token")},
-		{Name: "dash", Role: "viewer", TokenHash: hash("viewer-token")},
+		{Name: "shipper", Role: "ingester", TokenHash: hash("ship")},
+		{Name: "ops", Role: "admin", TokenHash: hash("admin")},
+		{Name: "dash", Role: "viewer", TokenHash: hash("viewer")},
 	}}
 	guard, err := IngestAuth(cfg)
 	if err != nil {
@@ -74,10 +68,10 @@ func TestIngestAuth(t *testing.T) {
 	}{
 		{"anonymous", "", http.StatusUnauthorized},
 		{"wrong token", "Bearer nope", http.StatusUnauthorized},
-		{"viewer may not push", "Bearer viewer-token", http.StatusForbidden},
-		{"ingester bearer", "Bearer ship-token", http.StatusNoContent},
-		{"admin bearer", "Bearer admin-token", http.StatusNoContent},
-		{"ingester as basic-auth password", basic("promtail", "ship-token"), http.StatusNoContent},
+		{"viewer may not push", "Bearer " + testToken("viewer"), http.StatusForbidden},
+		{"ingester bearer", "Bearer " + testToken("ship"), http.StatusNoContent},
+		{"admin bearer", "Bearer " + testToken("admin"), http.StatusNoContent},
+		{"ingester as basic-auth password", basic("promtail", testToken("ship")), http.StatusNoContent},
 		{"garbage basic", "Basic !!!", http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
@@ -128,7 +122,7 @@ func TestIngestAuthWithLokiClient(t *testing.T) {
 	if sink.n != 0 {
 		t.Fatalf("unauthorised client delivered %d lines", sink.n)
 	}
-	send("ship-token")
+	send(testToken("ship"))
 	if sink.n != 5 {
 		t.Fatalf("authorised client delivered %d lines, want 5", sink.n)
 	}

@@ -84,6 +84,7 @@ func mountUI(r *gin.Engine, o Options) error {
 	if err != nil {
 		return err
 	}
+	a.sessions = chStore{c: o.Conn}
 	tmpl, err := parseTemplates()
 	if err != nil {
 		return err

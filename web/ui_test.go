@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 	"github.com/kvtrail/kvtrail/internal/testdb"
@@ -30,7 +31,8 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 
 var roleNames = []string{"viewer", "responder", "compliance", "admin"}
 
-// testPassword is every test user's password; test tokens are "tok-<role>".
+// testPassword is every test user's password; testToken(role) is the API
+// token of role's test token.
 const testPassword = "correct horse battery staple"
 
 func testAuth(t testing.TB) config.Auth {
@@ -39,9 +41,8 @@ func testAuth(t testing.TB) config.Auth {
 	a.SessionKey = "0123456789abcdef0123456789abcdef-test"
 	for _, r := range roleNames {
 		ph, _ := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
-		th, _ := bcrypt.GenerateFromPassword([]byte("tok-"+r), bcrypt.MinCost)
 		a.Users = append(a.Users, config.User{Name: r + "-user", Role: r, PasswordHash: config.Secret(ph)})
-		a.Tokens = append(a.Tokens, config.Token{Name: r + "-token", Role: r, TokenHash: config.Secret(th)})
+		a.Tokens = append(a.Tokens, config.Token{Name: r + "-token", Role: r, TokenHash: config.Secret(apitoken.Hash(testToken(r)))})
 	}
 	return a
 }
@@ -82,7 +83,7 @@ func (u *testUI) api(t testing.TB, role, method, path string, body any) (int, []
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if role != "" {
-		req.Header.Set("Authorization", "Bearer tok-"+role)
+		req.Header.Set("Authorization", "Bearer "+testToken(role))
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

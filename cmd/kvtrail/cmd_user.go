@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
+
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 )
 
 func init() { extraCommands = append(extraCommands, newUserCmd) }
@@ -48,19 +48,14 @@ func newUserCmd(_ *app) *cobra.Command {
 	})
 	c.AddCommand(&cobra.Command{
 		Use:   "new-token",
-		Short: "Print a new random API token and its bcrypt hash for auth.tokens[].token_hash",
+		Short: "Print a new random API token (kvt_<id>_<secret>) and the line for auth.tokens[].token_hash",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b := make([]byte, 32)
-			if _, err := rand.Read(b); err != nil {
+			tok, hash, err := apitoken.New()
+			if err != nil {
 				return err
 			}
-			tok := "kvt_" + base64.RawURLEncoding.EncodeToString(b)
-			h, err := bcrypt.GenerateFromPassword([]byte(tok), bcryptCost)
-			if err != nil {
-				return fmt.Errorf("hash token: %w", err)
-			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "token:      %s\ntoken_hash: %s\n(the token is shown once; store only the hash in kvtrail.yaml)\n", tok, h)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "token:      %s\ntoken_hash: %q\n(the token is shown once; store only the hash in kvtrail.yaml)\n", tok, hash)
 			return err
 		},
 	})

@@ -1,9 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
+
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 )
 
 // Roles known to the UI and API, from least to most privileged, plus
@@ -12,8 +16,10 @@ import (
 var Roles = []string{"viewer", "responder", "compliance", "admin", "ingester"}
 
 // Auth configures the users, API tokens and sessions of the UI and API
-// (owned by web/). Secrets are never stored in clear: passwords and tokens
-// are bcrypt hashes made with `kvtrail user hash-password` / `new-token`.
+// (owned by web/). Secrets are never stored in clear: passwords are bcrypt
+// hashes made with `kvtrail user hash-password`, API tokens SHA-256 hashes
+// made with `kvtrail user new-token` (internal/apitoken: a token is 256
+// random bits with an id, so one fast hash is checked per request).
 type Auth struct {
 	// Users who log in to the UI with a name and password.
 	Users []User `mapstructure:"users" yaml:"users"`
@@ -28,10 +34,47 @@ type Auth struct {
 	// SecureCookie is auto (Secure when the request came over TLS or through
 	// a proxy that says so), always or never.
 	SecureCookie string `mapstructure:"secure_cookie" yaml:"secure_cookie"`
-	// LoginAttempts is how many failed logins per client address and per
-	// user name are allowed within LoginWindow before logins are refused.
+	// LoginAttempts is how many failed logins per (client address, user
+	// name), and failed tokens per (client address, token id), are allowed
+	// within LoginWindow before that pair is refused with 429.
 	LoginAttempts int           `mapstructure:"login_attempts" yaml:"login_attempts"`
 	LoginWindow   time.Duration `mapstructure:"login_window" yaml:"login_window"`
+	// ClientIPHeader names the header a reverse proxy puts the client
+	// address in (X-Forwarded-For or X-Real-IP). It is read only from peers
+	// listed in TrustedProxies; empty (the default) uses the peer address.
+	ClientIPHeader string `mapstructure:"client_ip_header" yaml:"client_ip_header"`
+	// TrustedProxies is a comma-separated list of proxy addresses or CIDRs
+	// whose ClientIPHeader is believed.
+	TrustedProxies string `mapstructure:"trusted_proxies" yaml:"trusted_proxies"`
+}
+
+// Proxies parses TrustedProxies (validate has checked it).
+func (c Auth) Proxies() ([]*net.IPNet, error) {
+	var out []*net.IPNet
+	for _, p := range strings.Split(c.TrustedProxies, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !strings.Contains(p, "/") {
+			ip := net.ParseIP(p)
+			if ip == nil {
+				return nil, fmt.Errorf("%q is not an IP address or CIDR", p)
+			}
+			bits := 128
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			out = append(out, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // User is one login of the UI.
@@ -80,6 +123,7 @@ func (c Auth) validate() []error {
 		}
 	}
 	tokens := map[string]bool{}
+	ids := map[string]string{}
 	for i, t := range c.Tokens {
 		key := fmt.Sprintf("auth.tokens[%d]", i)
 		if !validPrincipal(t.Name) {
@@ -91,9 +135,26 @@ func (c Auth) validate() []error {
 		if !validRole(t.Role) {
 			bad(key+".role", "%q must be one of %s", t.Role, strings.Join(Roles, ", "))
 		}
-		if !bcryptHash(t.TokenHash.Reveal()) {
-			bad(key+".token_hash", "must be a bcrypt hash (made by `kvtrail user new-token`)")
+		if st, err := apitoken.ParseHash(t.TokenHash.Reveal()); errors.Is(err, apitoken.ErrLegacyHash) {
+			bad(key+".token_hash", "is %v", err)
+		} else if err != nil {
+			bad(key+".token_hash", "%v", err)
+		} else if prev, dup := ids[st.ID]; dup {
+			bad(key+".token_hash", "has the same token id as %s", prev)
+		} else {
+			ids[st.ID] = t.Name
 		}
+	}
+	switch c.ClientIPHeader {
+	case "", "X-Forwarded-For", "X-Real-IP":
+	default:
+		bad("auth.client_ip_header", "must be empty, X-Forwarded-For or X-Real-IP, got %q", c.ClientIPHeader)
+	}
+	if _, err := c.Proxies(); err != nil {
+		bad("auth.trusted_proxies", "%v", err)
+	}
+	if c.ClientIPHeader != "" && strings.TrimSpace(c.TrustedProxies) == "" {
+		bad("auth.trusted_proxies", "must list the proxies whose %s is believed", c.ClientIPHeader)
 	}
 	if k := c.SessionKey.Reveal(); k != "" && len(k) < 32 {
 		bad("auth.session_key", "must be at least 32 characters, got %d", len(k))

@@ -492,3 +492,19 @@ ORDER BY (ts, user)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.audit_log ON CLUSTER kvtrail_cluster AS kvtrail.audit_log_local ENGINE = Distributed(kvtrail_cluster, kvtrail, audit_log_local, cityHash64(user));
+
+-- 0002_session_revocations.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.session_revocations_local ON CLUSTER kvtrail_cluster
+(
+    session_id  String,
+    user        String,
+    revoked_at  DateTime,
+    expires     DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/session_revocations_local', '{replica}')
+PARTITION BY toYYYYMM(expires)
+ORDER BY session_id
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS kvtrail.session_revocations ON CLUSTER kvtrail_cluster AS kvtrail.session_revocations_local ENGINE = Distributed(kvtrail_cluster, kvtrail, session_revocations_local, cityHash64(session_id));

@@ -454,3 +454,17 @@ ENGINE = MergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (ts, user)
 SETTINGS index_granularity = 8192;
+
+-- 0002_session_revocations.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.session_revocations 
+(
+    session_id  String,
+    user        String,
+    revoked_at  DateTime,
+    expires     DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(expires)
+ORDER BY session_id
+SETTINGS index_granularity = 1024;
