@@ -18,7 +18,9 @@ type postureSource interface {
 }
 
 // Posture implements postureSource.
-func (st chStore) Posture(ctx context.Context) (*posture.Fleet, error) { return posture.Load(ctx, st.c) }
+func (st chStore) Posture(ctx context.Context) (*posture.Fleet, error) {
+	return posture.Load(ctx, st.c)
+}
 
 // FleetView is the Fleet page and /api/v1/posture: each node's latest
 // boot, every boot (for the history), regressions and the bug table.
