@@ -70,6 +70,7 @@ func All(cfg Config) []Analyzer {
 		&MetadataCorruption{},
 		&TransferFailedOK{},
 		&Completeness{GapThreshold: cfg.GapThreshold},
+		&PostureRegression{},
 	}
 }
 
