@@ -71,6 +71,7 @@ func All(cfg Config) []Analyzer {
 		&TransferFailedOK{},
 		&Completeness{GapThreshold: cfg.GapThreshold},
 		&PostureRegression{},
+		&CanaryProbe{},
 	}
 }
 

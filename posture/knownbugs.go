@@ -91,9 +91,6 @@ const (
 	NotApplicable = "not_applicable" // other role, or not PD
 )
 
-// statusRank orders statuses for "did this boot get worse".
-var statusRank = map[string]int{Exposed: 0, Unknown: 1, Mitigated: 2, ConditionOff: 3, Fixed: 4, NotApplicable: 5}
-
 // Exposure is one bug's verdict for one boot.
 type Exposure struct {
 	BugID   string   `json:"bug_id"`
