@@ -461,4 +461,3 @@ func parseV(s string) [3]int {
 	}
 	return v
 }
-
