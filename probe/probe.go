@@ -232,9 +232,12 @@ func (p *Prober) Round(ctx context.Context, thresholds []Threshold) ([]Result, e
 		cal, calResults, err := p.calibrate(ctx, round)
 		out = append(out, calResults...)
 		for k, th := range thresholds {
-			id := p.cfg.Identities[k%len(p.cfg.Identities)]
 			below, above := th.Tokens-min(th.Tokens, p.cfg.Margin), th.Tokens+p.cfg.Margin
-			for _, kind := range []string{KindBelow, KindAbove} {
+			for j, kind := range []string{KindBelow, KindAbove} {
+				// Below and above go out under different identities: what
+				// the one above reads from stale pages is then the other
+				// tenant's prompt, a cross-tenant leak.
+				id := p.cfg.Identities[(k+j)%len(p.cfg.Identities)]
 				target := below
 				if kind == KindAbove {
 					target = above
