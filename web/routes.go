@@ -46,6 +46,7 @@ func apiRoutes() []Route {
 		{"GET", "/api/v1/exports/:id", permExport, h((*server).exportView)},
 		{"GET", "/api/v1/exports/:id/files/*name", permExport, h((*server).exportFile)},
 		{"GET", "/api/v1/audit", permAudit, h((*server).auditList)},
+		{"GET", "/api/v1/posture", permRead, h((*server).fleetPage)},
 	}
 }
 
@@ -72,6 +73,7 @@ func pageRoutes() []Route {
 		{"GET", "/exports/:id/files/*name", permExport, h((*server).exportFile)},
 		{"GET", "/admin/audit", permAudit, h((*server).auditList)},
 		{"POST", "/logout", permRead, h((*server).logout)},
+		{"GET", "/fleet", permRead, h((*server).fleetPage)},
 	}
 }
 

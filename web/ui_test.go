@@ -281,6 +281,7 @@ func TestAPIRoutesByRole(t *testing.T) {
 		{"GET", "/api/v1/exports/" + ex.ID, nil, exporters, 200},
 		{"GET", "/api/v1/exports/" + ex.ID + "/files/notification.csv", nil, exporters, 200},
 		{"GET", "/api/v1/audit", nil, admins, 200},
+		{"GET", "/api/v1/posture", nil, all, 200},
 	}
 	covered := map[string]bool{}
 	for _, tt := range tests {

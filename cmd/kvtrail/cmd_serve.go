@@ -57,6 +57,11 @@ func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string
 		return err
 	}
 	defer stopAlerts()
+	stopProbes, err := a.startProbes(ctx, s, reg)
+	if err != nil {
+		return err
+	}
+	defer stopProbes()
 	defer a.startRetention(ctx, s)()
 	ln, err := net.Listen("tcp", a.cfg.Serve.Addr)
 	if err != nil {

@@ -50,5 +50,9 @@ func newSimulateCmd() *cobra.Command {
 }
 
 func init() {
-	extraCommands = append(extraCommands, func(*app) *cobra.Command { return newSimulateCmd() })
+	extraCommands = append(extraCommands, func(a *app) *cobra.Command {
+		c := newSimulateCmd()
+		c.AddCommand(newSimulateServeCmd(a))
+		return c
+	})
 }

@@ -25,6 +25,7 @@ type Config struct {
 	Auth       Auth       `mapstructure:"auth" yaml:"auth"`
 	Alerts     Alerts     `mapstructure:"alerts" yaml:"alerts"`
 	Retention  Retention  `mapstructure:"retention" yaml:"retention"`
+	Probes     Probes     `mapstructure:"probes" yaml:"probes"`
 	// MemoryLimit is the Go runtime's soft memory limit in bytes (as
 	// GOMEMLIMIT, which wins when set) for ingest, serve and demo: the
 	// garbage collector works harder near it, which keeps a bulk ingest's
@@ -123,6 +124,7 @@ func Default() Config {
 		Auth:      defaultAuth(),
 		Alerts:    defaultAlerts(),
 		Retention: defaultRetention(),
+		Probes:    defaultProbes(),
 		// Measured (ingest's TestIngestMemoryIsBounded, 256 MB of SGLang
 		// logs): peak RSS 225 MB with this limit, 281 MB at 256 MiB and
 		// ~600 MB without one.
@@ -195,6 +197,7 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Analyze.validate()...)
 	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Alerts.validate()...)
+	errs = append(errs, c.Probes.validate()...)
 	if c.MemoryLimit != 0 && c.MemoryLimit < 64<<20 {
 		errs = append(errs, fmt.Errorf("memory_limit: must be 0 (off) or at least 64 MiB, got %d", c.MemoryLimit))
 	}

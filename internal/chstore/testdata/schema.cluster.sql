@@ -508,3 +508,39 @@ ORDER BY session_id
 SETTINGS index_granularity = 1024;
 
 CREATE TABLE IF NOT EXISTS kvtrail.session_revocations ON CLUSTER kvtrail_cluster AS kvtrail.session_revocations_local ENGINE = Distributed(kvtrail_cluster, kvtrail, session_revocations_local, cityHash64(session_id));
+
+-- 0003_probes.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.probes_local ON CLUSTER kvtrail_cluster
+(
+    ts                DateTime,
+    ts_ns             UInt64,
+    probe_id          String,
+    round_id          String,
+    identity          LowCardinality(String),
+    endpoint          String,
+    model             String,
+    kind              LowCardinality(String),
+    stream            UInt8,
+    marker            String,
+    target_tokens     UInt64,
+    threshold_tokens  UInt64,
+    threshold_node    String,
+    prompt_tokens     UInt64,
+    completion_tokens UInt64,
+    http_status       UInt16,
+    latency_ms        UInt32,
+    finish_reason     String,
+    response_text     String,
+    error_text        String,
+    foreign_markers   Array(String),
+    foreign_probe_ids Array(String),
+    verdict           LowCardinality(String),
+    ingested_at       DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/probes_local', '{replica}')
+PARTITION BY toMonday(ts)
+ORDER BY (ts, probe_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.probes ON CLUSTER kvtrail_cluster AS kvtrail.probes_local ENGINE = Distributed(kvtrail_cluster, kvtrail, probes_local, cityHash64(probe_id));

@@ -468,3 +468,37 @@ ENGINE = ReplacingMergeTree
 PARTITION BY toYYYYMM(expires)
 ORDER BY session_id
 SETTINGS index_granularity = 1024;
+
+-- 0003_probes.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.probes 
+(
+    ts                DateTime,
+    ts_ns             UInt64,
+    probe_id          String,
+    round_id          String,
+    identity          LowCardinality(String),
+    endpoint          String,
+    model             String,
+    kind              LowCardinality(String),
+    stream            UInt8,
+    marker            String,
+    target_tokens     UInt64,
+    threshold_tokens  UInt64,
+    threshold_node    String,
+    prompt_tokens     UInt64,
+    completion_tokens UInt64,
+    http_status       UInt16,
+    latency_ms        UInt32,
+    finish_reason     String,
+    response_text     String,
+    error_text        String,
+    foreign_markers   Array(String),
+    foreign_probe_ids Array(String),
+    verdict           LowCardinality(String),
+    ingested_at       DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (ts, probe_id)
+SETTINGS index_granularity = 8192;
