@@ -1,0 +1,137 @@
+//go:build chdb
+
+package chdbtier
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kvtrail/kvtrail/internal/chdbstore"
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/migrations"
+)
+
+var eng *chdbstore.Engine
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kvtrail-chdbtier-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	eng, err = chdbstore.OpenEngine(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	eng.Close()
+	_ = os.RemoveAll(dir)
+	testdb.Shutdown()
+	os.Exit(code)
+}
+
+// migrate applies every embedded migration, rendered for layout, to the
+// store's database. Cluster layouts are reduced to what one host holds
+// (localPart).
+func migrate(t *testing.T, s *chdbstore.Store, layout chstore.Layout) int {
+	t.Helper()
+	ms, err := chstore.LoadMigrations(migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range ms {
+		stmts, err := chstore.Render(m.Source, layout)
+		if err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		for i, st := range stmts {
+			if layout.Cluster != "" {
+				var ok bool
+				if st, ok = localPart(st); !ok {
+					continue
+				}
+			}
+			if err := s.Exec(context.Background(), st); err != nil {
+				t.Errorf("%s statement %d fails on ClickHouse %s: %v", m.Name, i+1, eng.Version(), err)
+				continue
+			}
+			n++
+		}
+	}
+	return n
+}
+
+var (
+	onCluster  = regexp.MustCompile(` ON CLUSTER [A-Za-z0-9_]+`)
+	replicated = regexp.MustCompile(`Replicated([A-Za-z]+)\('[^']*', '[^']*'(?:, )?`)
+)
+
+// localPart turns a cluster-layout statement into what it does on one
+// host: no ON CLUSTER (the engine is one host, without a cluster
+// definition), and Replicated engines without their ZooKeeper path and
+// replica (it has no Keeper), so the local tables' columns, keys, settings
+// and indexes run as rendered. The Distributed tables over them need a
+// remote_servers cluster and are left out (ok false).
+func localPart(st string) (string, bool) {
+	if strings.Contains(st, "ENGINE = Distributed(") {
+		return "", false
+	}
+	st = onCluster.ReplaceAllString(st, "")
+	return replicated.ReplaceAllString(st, "$1("), true
+}
+
+// Every migration runs on ClickHouse 26.7 in both renderings (the portable
+// one kvtrail uses on 18.16 and the modern one it uses on this version),
+// in the single-server layout and in the cluster layout's local tables.
+func TestMigrationsOnModernEngine(t *testing.T) {
+	modern := eng.Version()
+	if modern.Legacy() {
+		t.Fatalf("engine reports %s", modern)
+	}
+	for _, tc := range []struct {
+		name    string
+		cluster string
+		version chstore.Version
+	}{
+		{"single_portable", "", chstore.Version{Major: 18, Minor: 16, Patch: 1}},
+		{"single_modern", "", modern},
+		{"cluster_local_portable", "kvtrail_cluster", chstore.Version{Major: 18, Minor: 16, Patch: 1}},
+		{"cluster_local_modern", "kvtrail_cluster", modern},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := "kvt_mig_" + tc.name
+			s, err := eng.Open(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := migrate(t, s, chstore.Layout{Database: db, Cluster: tc.cluster, Version: tc.version})
+			if n == 0 {
+				t.Fatal("no statement ran")
+			}
+			// The tables the migrations create exist with the layout's names.
+			var tables uint64
+			if err := s.QueryRow(context.Background(), "SELECT count() FROM system.tables WHERE database = ?", db).Scan(&tables); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d statements, %d tables", n, tables)
+			if tables < 10 {
+				t.Errorf("%d tables after migrating", tables)
+			}
+			want := "raw_lines"
+			if tc.cluster != "" {
+				want = "raw_lines_local"
+			}
+			var has uint64
+			if err := s.QueryRow(context.Background(), "SELECT count() FROM system.tables WHERE database = ? AND name = ?", db, want).Scan(&has); err != nil || has != 1 {
+				t.Errorf("table %s missing (%v)", want, err)
+			}
+		})
+	}
+}
