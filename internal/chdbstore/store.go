@@ -38,6 +38,8 @@ type Engine struct {
 	dir     string
 	seq     atomic.Int64
 	version chstore.Version
+	typesMu sync.Mutex
+	types   map[string]map[string]string // db.table → column → type
 }
 
 var (
@@ -197,9 +199,16 @@ func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
 	if err != nil {
 		return err
 	}
+	if ddl.MatchString(q) {
+		s.e.typesMu.Lock()
+		s.e.types = nil
+		s.e.typesMu.Unlock()
+	}
 	_, err = s.e.run(s.db, q, "TabSeparated")
 	return err
 }
+
+var ddl = regexp.MustCompile(`(?i)^\s*(CREATE|DROP|ALTER|RENAME|ATTACH|DETACH)\b`)
 
 // Query runs a query. The whole result is read before it returns (chdb
 // hands results over in one buffer), so holding the rows open never
@@ -448,10 +457,24 @@ func (s *Store) PrepareBatch(ctx context.Context, insert string) (driver.Batch, 
 			return nil, fmt.Errorf("chdbstore: column %s %s: %w", c, ct, err)
 		}
 	}
-	return &batch{s: s, target: quoteIdent(db) + "." + quoteIdent(table), cols: cols, block: b}, nil
+	structure := make([]string, len(cols))
+	for i, c := range cols {
+		structure[i] = quoteIdent(c) + " " + types[c]
+	}
+	return &batch{s: s, target: quoteIdent(db) + "." + quoteIdent(table), cols: cols, block: b,
+		structure: strings.Join(structure, ", ")}, nil
 }
 
 func (s *Store) columnTypes(ctx context.Context, db, table string) (map[string]string, error) {
+	// Cached per engine: ingest prepares thousands of batches. Any DDL
+	// sent through Exec clears the cache.
+	key := db + "." + table
+	s.e.typesMu.Lock()
+	cached, ok := s.e.types[key]
+	s.e.typesMu.Unlock()
+	if ok {
+		return cached, nil
+	}
 	r, err := s.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ?", db, table)
 	if err != nil {
 		return nil, err
@@ -467,6 +490,12 @@ func (s *Store) columnTypes(ctx context.Context, db, table string) (map[string]s
 	if len(out) == 0 {
 		return nil, fmt.Errorf("chdbstore: no table %s.%s", db, table)
 	}
+	s.e.typesMu.Lock()
+	if s.e.types == nil {
+		s.e.types = map[string]map[string]string{}
+	}
+	s.e.types[key] = out
+	s.e.typesMu.Unlock()
 	return out, nil
 }
 
@@ -478,6 +507,9 @@ type batch struct {
 	cols   []string
 	block  *proto.Block
 	sent   bool
+	// structure is the file's columns and types, given to file() so it
+	// does not infer them for every block.
+	structure string
 }
 
 func (b *batch) Abort() error                { b.sent = true; b.block.Reset(); return nil }
@@ -521,7 +553,8 @@ func (b *batch) Flush() error {
 		list[i] = quoteIdent(c)
 	}
 	cols := strings.Join(list, ", ")
-	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM file('%s', 'Native')", b.target, cols, cols, strings.ReplaceAll(path, "'", "\\'"))
+	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM file('%s', 'Native', '%s')", b.target, cols, cols,
+		strings.ReplaceAll(path, "'", "\\'"), strings.ReplaceAll(b.structure, "'", "\\'"))
 	if _, err := b.s.e.run(b.s.db, q, "TabSeparated"); err != nil {
 		return err
 	}
