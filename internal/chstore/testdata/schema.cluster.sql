@@ -492,3 +492,5 @@ ORDER BY (ts, user)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.audit_log ON CLUSTER kvtrail_cluster AS kvtrail.audit_log_local ENGINE = Distributed(kvtrail_cluster, kvtrail, audit_log_local, cityHash64(user));
+
+-- 0020_modern_skip_indexes.sql;

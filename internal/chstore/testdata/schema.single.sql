@@ -454,3 +454,5 @@ ENGINE = MergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (ts, user)
 SETTINGS index_granularity = 8192;
+
+-- 0020_modern_skip_indexes.sql;
