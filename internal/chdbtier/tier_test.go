@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvtrail/kvtrail/internal/chdbstore"
 	"github.com/kvtrail/kvtrail/internal/chstore"
@@ -195,5 +196,49 @@ FROM numbers(200000)`); err != nil {
 	var n uint64
 	if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines WHERE line_id = cityHash64(toUInt64(123))").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("lookup: %d rows, %v", n, err)
+	}
+}
+
+// The TTL retention kvtrail sets on a modern server expires old rows but
+// keeps those inside a case under legal hold.
+func TestRetentionTTLKeepsLegalHolds(t *testing.T) {
+	ctx := context.Background()
+	s, err := eng.Open("kvt_ttl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrate(t, s, s.Layout())
+	now := time.Now().UTC()
+	rows := []struct {
+		id   uint64
+		ts   time.Time
+		kept bool
+	}{
+		{1, now.AddDate(0, 0, -200), false},                      // expired
+		{2, time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC), true}, // expired but held
+		{3, now.Add(-time.Hour), true},                           // recent
+	}
+	for _, r := range rows {
+		if err := s.Exec(ctx, "INSERT INTO raw_lines (ts, ts_ns, node, line_id, line) SELECT ?, ?, 'n0', ?, 'x'", r.ts, uint64(r.ts.UnixNano()), r.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holds := []chstore.HoldRange{{CaseID: "held", From: time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 1, 11, 0, 0, 0, 0, time.UTC)}}
+	for _, q := range chstore.TTLStatements(s.Layout(), 90*24*time.Hour, holds) {
+		if err := s.Exec(ctx, q); err != nil {
+			t.Fatalf("TTL statement fails on %s: %v", eng.Version(), err)
+		}
+	}
+	if err := s.Exec(ctx, "OPTIMIZE TABLE raw_lines FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		var n uint64
+		if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines WHERE line_id = ?", r.id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if (n == 1) != r.kept {
+			t.Errorf("line %d at %s: %d rows after TTL, want kept=%v", r.id, r.ts.Format(time.DateTime), n, r.kept)
+		}
 	}
 }
