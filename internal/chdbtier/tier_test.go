@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -240,5 +241,21 @@ func TestRetentionTTLKeepsLegalHolds(t *testing.T) {
 		if (n == 1) != r.kept {
 			t.Errorf("line %d at %s: %d rows after TTL, want kept=%v", r.id, r.ts.Format(time.DateTime), n, r.kept)
 		}
+	}
+}
+
+// docker-compose.yml runs the ClickHouse release this tier tests.
+func TestComposeUsesTestedVersion(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`image:\s*clickhouse/clickhouse-server:(\d+)\.(\d+)\b`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docker-compose.yml has no clickhouse/clickhouse-server:MAJOR.MINOR image")
+	}
+	v := eng.Version()
+	if got, want := string(m[1])+"."+string(m[2]), fmt.Sprintf("%d.%d", v.Major, v.Minor); got != want {
+		t.Errorf("docker-compose.yml runs ClickHouse %s; the tier tests %s", got, want)
 	}
 }
