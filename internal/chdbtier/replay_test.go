@@ -6,11 +6,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/kvtrail/kvtrail/internal/chdbstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
@@ -62,39 +64,94 @@ func TestReplayCapturedStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	migrate(t, s, s.Layout())
-	ctx := context.Background()
-	var failed, ran, skipped, batches int
+	st := replay(context.Background(), s, stmts)
+	for _, f := range st.failures {
+		t.Error(f)
+	}
+	t.Logf("%d captured statements: %d executed, %d batch inserts prepared, %d database DDL skipped, %d failed",
+		len(stmts), st.ran, st.batches, st.skipped, len(st.failures))
+}
+
+type replayStats struct {
+	ran, batches, skipped int
+	failures              []string
+}
+
+// replay runs captured statements in order on s (see above for what is
+// left out and why).
+func replay(ctx context.Context, s *chdbstore.Store, stmts []testdb.Captured) replayStats {
+	var st replayStats
+	// Tables the captured statements create without IF NOT EXISTS (the
+	// migration lock): a later statement on one is replayed after creating
+	// it again when it is missing, since the deduplication may have dropped
+	// the CREATE that preceded it on 18.16.
+	created := map[string]string{}
 	for _, c := range stmts {
 		q := c.SQL
 		switch {
 		case databaseDDL.MatchString(q):
-			skipped++
+			st.skipped++
 			continue
 		case isBatchInsert(q):
-			batches++
+			st.batches++
 			x, err := s.PrepareBatch(ctx, q)
 			if err == nil {
 				err = x.Abort()
 			}
 			if err != nil {
-				failed++
-				t.Errorf("batch insert from %s fails on ClickHouse %s: %v", c.Test, eng.Version(), err)
+				st.failures = append(st.failures, fmt.Sprintf("batch insert from %s fails on ClickHouse %s: %v", c.Test, eng.Version(), err))
 			}
 			continue
 		}
-		if m := createPlain.FindStringSubmatch(q); m != nil && !strings.Contains(strings.ToUpper(q[:40]), "IF NOT EXISTS") {
+		if m := createPlain.FindStringSubmatch(q); m != nil && !strings.Contains(strings.ToUpper(q[:min(len(q), 40)]), "IF NOT EXISTS") {
 			if err := s.Exec(ctx, "DROP TABLE IF EXISTS "+m[1]); err != nil {
-				t.Errorf("drop %s before replaying its CREATE: %v", m[1], err)
+				st.failures = append(st.failures, fmt.Sprintf("drop %s before replaying its CREATE: %v", m[1], err))
+			}
+			created[m[1]] = q
+		}
+		st.ran++
+		err := s.Exec(ctx, q)
+		if err != nil && strings.Contains(err.Error(), "UNKNOWN_TABLE") {
+			for name, create := range created {
+				if strings.Contains(q, name) {
+					if s.Exec(ctx, create) == nil {
+						err = s.Exec(ctx, q)
+					}
+					break
+				}
 			}
 		}
-		ran++
-		if err := s.Exec(ctx, q); err != nil {
-			failed++
-			t.Errorf("statement from %s fails on ClickHouse %s: %v", c.Test, eng.Version(), err)
+		if err != nil {
+			st.failures = append(st.failures, fmt.Sprintf("statement from %s fails on ClickHouse %s: %v", c.Test, eng.Version(), err))
 		}
 	}
-	t.Logf("%d captured statements: %d executed, %d batch inserts prepared, %d database DDL skipped, %d failed",
-		len(stmts), ran, batches, skipped, failed)
+	return st
+}
+
+// The replay catches what 18.16 accepts and 26.7 rejects: the legacy
+// MergeTree syntax, and a column the
+// modern schema lacks in a batch insert.
+func TestReplayFailsOnLegacyOnlySQL(t *testing.T) {
+	s, err := eng.Open("kvt_replay_neg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrate(t, s, s.Layout())
+	st := replay(context.Background(), s, []testdb.Captured{
+		{SQL: "CREATE DATABASE IF NOT EXISTS kvt_replay_neg", Test: "skipped"},
+		{SQL: "CREATE TABLE IF NOT EXISTS legacy_t (d Date, x UInt8) ENGINE = MergeTree(d, (x), 8192)", Test: "legacy"},
+		{SQL: "SELECT count() FROM raw_lines WHERE node = 'n0'", Test: "fine"},
+		{SQL: "INSERT INTO raw_lines (ts, no_such_column)", Test: "batch"},
+		{SQL: "CREATE TABLE lock_t (owner String) ENGINE = TinyLog", Test: "fine"},
+		{SQL: "CREATE TABLE lock_t (owner String) ENGINE = TinyLog", Test: "fine"},
+		{SQL: "DROP TABLE IF EXISTS lock_t", Test: "fine"},
+		{SQL: "SELECT any(owner) FROM lock_t", Test: "fine, recreated"},
+		{SQL: "SELECT count() FROM no_such_table", Test: "unknown"},
+	})
+	if st.skipped != 1 || st.batches != 1 || st.ran != 7 || len(st.failures) != 3 ||
+		!strings.Contains(st.failures[0], "legacy") || !strings.Contains(st.failures[1], "batch") || !strings.Contains(st.failures[2], "unknown") {
+		t.Fatalf("replay stats %+v", st)
+	}
 }
 
 var batchInsert = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+[A-Za-z0-9_.]+\s*\([^)]*\)\s*$`)
