@@ -53,10 +53,10 @@ export KVTRAIL_TEST_CLICKHOUSE_ADDR
 KVTRAIL_TEST_CLICKHOUSE_ADDR=$(cat "$addrfile")
 # Every statement the server accepts during the suite is recorded here
 # (internal/testdb) and replayed on ClickHouse 26.7 afterwards.
-export KVTRAIL_SQL_CAPTURE="$chdir/statements.jsonl"
-: >"$KVTRAIL_SQL_CAPTURE"
+export KVT_SQL_CAPTURE="$chdir/statements.jsonl"
+: >"$KVT_SQL_CAPTURE"
 echo "==> go test (ClickHouse at $KVTRAIL_TEST_CLICKHOUSE_ADDR)"
 go test -count=1 -timeout 15m "$@" ./...
-echo "==> modern-engine tier (ClickHouse 26.7 in-process, $(wc -l <"$KVTRAIL_SQL_CAPTURE") captured statements)"
-KVTRAIL_SQL_REPLAY="$KVTRAIL_SQL_CAPTURE" KVTRAIL_SQL_CAPTURE= \
+echo "==> modern-engine tier (ClickHouse 26.7 in-process, $(wc -l <"$KVT_SQL_CAPTURE") captured statements)"
+KVT_SQL_REPLAY="$KVT_SQL_CAPTURE" KVT_SQL_CAPTURE= \
   go test -tags chdb -count=1 -timeout 10m ./internal/chdbstore/ ./internal/chdbtier/

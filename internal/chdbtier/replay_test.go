@@ -13,12 +13,13 @@ import (
 	"testing"
 
 	"github.com/kvtrail/kvtrail/internal/chdbstore"
+	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
 // EnvReplay names the capture file the main suite wrote
-// (testdb.EnvCapture); scripts/test.sh sets it for this tier.
-const EnvReplay = "KVTRAIL_SQL_REPLAY"
+// (sqlcapture.Env); scripts/test.sh sets it for this tier.
+const EnvReplay = "KVT_SQL_REPLAY"
 
 var (
 	databaseDDL = regexp.MustCompile(`(?i)^\s*(CREATE|DROP)\s+DATABASE\b`)
@@ -59,7 +60,7 @@ func TestReplayCapturedStatements(t *testing.T) {
 	if len(stmts) == 0 {
 		t.Fatalf("%s holds no statements: the capture did not run", path)
 	}
-	s, err := eng.Open(testdb.ReplayDatabase)
+	s, err := eng.Open(sqlcapture.ReplayDatabase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ type replayStats struct {
 
 // replay runs captured statements in order on s (see above for what is
 // left out and why).
-func replay(ctx context.Context, s *chdbstore.Store, stmts []testdb.Captured) replayStats {
+func replay(ctx context.Context, s *chdbstore.Store, stmts []sqlcapture.Captured) replayStats {
 	var st replayStats
 	// Tables the captured statements create without IF NOT EXISTS (the
 	// migration lock): a later statement on one is replayed after creating
@@ -99,7 +100,7 @@ func replay(ctx context.Context, s *chdbstore.Store, stmts []testdb.Captured) re
 				err = x.Abort()
 			}
 			if err != nil {
-				st.failures = append(st.failures, fmt.Sprintf("batch insert from %s fails on ClickHouse %s: %v", c.Test, eng.Version(), err))
+				st.failures = append(st.failures, fmt.Sprintf("batch insert from %s fails on ClickHouse %s: %v", c.Source, eng.Version(), err))
 			}
 			continue
 		}
@@ -122,7 +123,7 @@ func replay(ctx context.Context, s *chdbstore.Store, stmts []testdb.Captured) re
 			}
 		}
 		if err != nil {
-			st.failures = append(st.failures, fmt.Sprintf("statement from %s fails on ClickHouse %s: %v", c.Test, eng.Version(), err))
+			st.failures = append(st.failures, fmt.Sprintf("statement from %s fails on ClickHouse %s: %v", c.Source, eng.Version(), err))
 		}
 	}
 	return st
@@ -137,16 +138,16 @@ func TestReplayFailsOnLegacyOnlySQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	migrate(t, s, s.Layout())
-	st := replay(context.Background(), s, []testdb.Captured{
-		{SQL: "CREATE DATABASE IF NOT EXISTS kvt_replay_neg", Test: "skipped"},
-		{SQL: "CREATE TABLE IF NOT EXISTS legacy_t (d Date, x UInt8) ENGINE = MergeTree(d, (x), 8192)", Test: "legacy"},
-		{SQL: "SELECT count() FROM raw_lines WHERE node = 'n0'", Test: "fine"},
-		{SQL: "INSERT INTO raw_lines (ts, no_such_column)", Test: "batch"},
-		{SQL: "CREATE TABLE lock_t (owner String) ENGINE = TinyLog", Test: "fine"},
-		{SQL: "CREATE TABLE lock_t (owner String) ENGINE = TinyLog", Test: "fine"},
-		{SQL: "DROP TABLE IF EXISTS lock_t", Test: "fine"},
-		{SQL: "SELECT any(owner) FROM lock_t", Test: "fine, recreated"},
-		{SQL: "SELECT count() FROM no_such_table", Test: "unknown"},
+	st := replay(context.Background(), s, []sqlcapture.Captured{
+		{SQL: "CREATE DATABASE IF NOT EXISTS kvt_replay_neg", Source: "skipped"},
+		{SQL: "CREATE TABLE IF NOT EXISTS legacy_t (d Date, x UInt8) ENGINE = MergeTree(d, (x), 8192)", Source: "legacy"},
+		{SQL: "SELECT count() FROM raw_lines WHERE node = 'n0'", Source: "fine"},
+		{SQL: "INSERT INTO raw_lines (ts, no_such_column)", Source: "batch"},
+		{SQL: "CREATE TABLE lock_t (owner String) ENGINE = TinyLog", Source: "fine"},
+		{SQL: "CREATE TABLE lock_t (owner String) ENGINE = TinyLog", Source: "fine"},
+		{SQL: "DROP TABLE IF EXISTS lock_t", Source: "fine"},
+		{SQL: "SELECT any(owner) FROM lock_t", Source: "fine, recreated"},
+		{SQL: "SELECT count() FROM no_such_table", Source: "unknown"},
 	})
 	if st.skipped != 1 || st.batches != 1 || st.ran != 7 || len(st.failures) != 3 ||
 		!strings.Contains(st.failures[0], "legacy") || !strings.Contains(st.failures[1], "batch") || !strings.Contains(st.failures[2], "unknown") {
@@ -160,20 +161,20 @@ func isBatchInsert(q string) bool { return batchInsert.MatchString(q) }
 
 // readCapture reads the capture file, keeping the first of equal
 // statements and at most three of one shape across all test processes.
-func readCapture(t *testing.T, path string) []testdb.Captured {
+func readCapture(t *testing.T, path string) []sqlcapture.Captured {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []testdb.Captured
+	var out []sqlcapture.Captured
 	seen := map[string]bool{}
 	shapes := map[string]int{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		var c testdb.Captured
+		var c sqlcapture.Captured
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -181,7 +182,7 @@ func readCapture(t *testing.T, path string) []testdb.Captured {
 			continue
 		}
 		seen[c.SQL] = true
-		sh := testdb.Shape(c.SQL)
+		sh := sqlcapture.Shape(c.SQL)
 		if shapes[sh] >= 3 {
 			continue
 		}

@@ -9,12 +9,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 )
 
 // Options says where the server is and which database kvtrail owns.
@@ -145,6 +149,19 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 		settings = clickhouse.Settings{"insert_distributed_sync": 1, "prefer_localhost_replica": 0}
 		if o.InsertQuorum > 1 {
 			settings["insert_quorum"] = o.InsertQuorum
+		}
+	}
+	if o.OnResult == nil && o.Cluster == "" && sqlcapture.Enabled() {
+		// A test run records what the server accepted for the replay on
+		// ClickHouse 26.7 (scripts/test.sh); this covers the kvtrail
+		// processes that CLI tests start. Cluster-mode statements (ON
+		// CLUSTER, Distributed) are not recorded: the replay engine is one
+		// host without a cluster.
+		source := "process " + filepath.Base(os.Args[0])
+		o.OnResult = func(sql string, args []any, err error) {
+			if err == nil {
+				_ = sqlcapture.Record(source, db, sql, args)
+			}
 		}
 	}
 	comp, err := compression(o.Compression, o.Addrs)

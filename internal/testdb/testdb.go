@@ -9,9 +9,9 @@
 //
 // Every statement a test's store sends is also parsed with the modern
 // ClickHouse grammar (internal/sqlcheck), so SQL that only 18.16 accepts
-// fails here; with KVTRAIL_SQL_CAPTURE set, every statement the server
-// accepted is also recorded for the replay on ClickHouse 26.7
-// (internal/chdbtier).
+// fails here; with KVT_SQL_CAPTURE set, every statement the server
+// accepted is also recorded (internal/sqlcapture) for the replay on
+// ClickHouse 26.7 (internal/chdbtier).
 package testdb
 
 import (
@@ -26,6 +26,7 @@ import (
 
 	"github.com/kvtrail/kvtrail/internal/chlocal"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 	"github.com/kvtrail/kvtrail/internal/sqlcheck"
 	"github.com/kvtrail/kvtrail/migrations"
 )
@@ -125,7 +126,7 @@ func Options(t testing.TB) chstore.Options {
 			if err != nil || done.Load() {
 				return
 			}
-			if err := capture(t.Name(), sql, args); err != nil {
+			if err := sqlcapture.Record(t.Name(), db, sql, args); err != nil {
 				t.Errorf("capture statement for the modern-engine replay: %v", err)
 			}
 		},
