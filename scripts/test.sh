@@ -52,7 +52,7 @@ done
 export KVTRAIL_TEST_CLICKHOUSE_ADDR
 KVTRAIL_TEST_CLICKHOUSE_ADDR=$(cat "$addrfile")
 # Every statement the server accepts during the suite is recorded here
-# (internal/testdb) and replayed on ClickHouse 26.7 afterwards.
+# (internal/sqlcapture) and replayed on ClickHouse 26.7 afterwards.
 export KVT_SQL_CAPTURE="$chdir/statements.jsonl"
 : >"$KVT_SQL_CAPTURE"
 echo "==> go test (ClickHouse at $KVTRAIL_TEST_CLICKHOUSE_ADDR)"
