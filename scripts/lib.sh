@@ -25,3 +25,25 @@ build_kvtrail() {
   echo "==> building kvtrail"
   go build -o bin/kvtrail ./cmd/kvtrail
 }
+
+# need_chdb VERSION: make .cache/chdb/VERSION/libchdb.so present (ClickHouse
+# as a shared library, from the npm package @chdb/lib-linux-x64-gnu; only the
+# .so is taken, no Node code runs) and export CHDB_LIB_PATH to it. The
+# download (178 MB packed, 566 MB unpacked) happens once; later runs reuse it.
+need_chdb() {
+  local version=$1 dir=".cache/chdb/$1"
+  if [ ! -s "$dir/libchdb.so" ]; then
+    command -v npm >/dev/null || need_apt npm
+    echo "==> fetching libchdb.so $version (npm pack @chdb/lib-linux-x64-gnu@$version)"
+    local tmp
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvtrail-chdb.XXXXXX")
+    (cd "$tmp" && npm pack --silent "@chdb/lib-linux-x64-gnu@$version" >/dev/null)
+    tar -xzf "$tmp"/*.tgz -C "$tmp" package/libchdb.so
+    mkdir -p "$dir"
+    mv "$tmp/package/libchdb.so" "$dir/libchdb.so.part"
+    mv "$dir/libchdb.so.part" "$dir/libchdb.so"
+    rm -rf "$tmp"
+  fi
+  export CHDB_LIB_PATH
+  CHDB_LIB_PATH="$PWD/$dir/libchdb.so"
+}

@@ -7,11 +7,14 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 STATICCHECK_VERSION=v0.8.2
+# ClickHouse 26.7 as a library, for the modern-engine tier (docs/clickhouse.md).
+CHDB_VERSION=26.7.3-stable.1
 
 need_go
 need_apt clickhouse-server clickhouse-client docker-compose prometheus chromium zookeeper
 echo "==> downloading Go modules"
 go mod download
+need_chdb "$CHDB_VERSION"
 mkdir -p .cache/bin
 if [ ! -x .cache/bin/staticcheck ] || ! .cache/bin/staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
   echo "==> installing staticcheck $STATICCHECK_VERSION"
@@ -25,8 +28,12 @@ if [ -n "$unformatted" ]; then
 fi
 echo "==> go vet"
 go vet ./...
+# The chdb packages build only with the chdb tag (chdb-go loads the library
+# in its init).
+go vet -tags chdb ./internal/chdbstore/ ./internal/chdbtier/
 echo "==> staticcheck"
 .cache/bin/staticcheck ./...
+.cache/bin/staticcheck -tags chdb ./internal/chdbstore/ ./internal/chdbtier/
 
 build_kvtrail
 # One ClickHouse for the whole run; each test package gets its own databases.
@@ -44,5 +51,12 @@ done
 [ -s "$addrfile" ] || { echo "ClickHouse did not start:" >&2; cat "$chdir/run.log" >&2; exit 1; }
 export KVTRAIL_TEST_CLICKHOUSE_ADDR
 KVTRAIL_TEST_CLICKHOUSE_ADDR=$(cat "$addrfile")
+# Every statement the server accepts during the suite is recorded here
+# (internal/sqlcapture) and replayed on ClickHouse 26.7 afterwards.
+export KVT_SQL_CAPTURE="$chdir/statements.jsonl"
+: >"$KVT_SQL_CAPTURE"
 echo "==> go test (ClickHouse at $KVTRAIL_TEST_CLICKHOUSE_ADDR)"
 go test -count=1 -timeout 15m "$@" ./...
+echo "==> modern-engine tier (ClickHouse 26.7 in-process, $(wc -l <"$KVT_SQL_CAPTURE") captured statements)"
+KVT_SQL_REPLAY="$KVT_SQL_CAPTURE" KVT_SQL_CAPTURE= \
+  go test -tags chdb -count=1 -timeout 10m ./internal/chdbstore/ ./internal/chdbtier/

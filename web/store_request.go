@@ -273,12 +273,12 @@ FROM (
   SELECT ts, ts_ns, event, rid, bootstrap_room, bootstrap_room AS ctx_room, prompt_tokens, finish_type, line_id
   FROM engine_events FINAL
   WHERE node = ? AND dp_rank = ? AND ts >= ? AND ts <= ? AND bootstrap_room != 0
-) ALL LEFT JOIN (
+) AS ev ALL LEFT JOIN (
   SELECT bootstrap_room, any(tenant) AS gw_tenant, any(request_id) AS gw_request_id
   FROM gateway_responses FINAL
   WHERE ts >= ? AND ts <= ?
   GROUP BY bootstrap_room
-) USING bootstrap_room
+) AS gw USING bootstrap_room
 ORDER BY ts_ns LIMIT 2000`, node, rank, from, to, from, to.Add(requestSlack))
 	if err != nil {
 		return nil, fmt.Errorf("decode context: %w", err)

@@ -79,14 +79,15 @@ func TestClusterMigrateAndStatus(t *testing.T) {
 	if len(hs) != 4 {
 		t.Fatalf("%d hosts, want 4", len(hs))
 	}
+	want := len(embedded(t))
 	for _, h := range hs {
-		if h.Err != nil || len(h.Applied) != len(embedded(t)) || len(h.Missing) != 0 || h.ReadOnly != 0 {
+		if h.Err != nil || len(h.Applied) != want || len(h.Missing) != 0 || h.ReadOnly != 0 {
 			t.Errorf("%s: applied %v missing %v readonly %d err %v", h.Host, h.Applied, h.Missing, h.ReadOnly, h.Err)
 		}
 	}
 	var n uint64
-	if err := s.QueryRow(ctx, "SELECT count() FROM schema_migrations FINAL").Scan(&n); err != nil || n != uint64(len(embedded(t))) {
-		t.Fatalf("schema_migrations rows = %d (%v), want %d", n, err, len(embedded(t)))
+	if err := s.QueryRow(ctx, "SELECT count() FROM schema_migrations FINAL").Scan(&n); err != nil || n != uint64(want) {
+		t.Fatalf("schema_migrations rows = %d (%v), want %d", n, err, want)
 	}
 
 	for range 2 {

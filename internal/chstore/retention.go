@@ -58,8 +58,8 @@ func (h HoldRange) overlaps(from, to time.Time) bool {
 // instead, so the server expires rows itself between runs. A TTL cannot look
 // up cases, so the held windows are written into it as a DELETE WHERE
 // exception, and each run re-applies the TTL so that new or released holds
-// take effect. This path is syntax-checked with the modern grammar but has
-// not run against a modern server in kvtrail's tests.
+// take effect. The modern-engine tier (internal/chdbtier) runs these
+// statements on ClickHouse 26.7 and checks what they expire.
 func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time.Time, dryRun bool) (*RetentionResult, error) {
 	if keep <= 0 {
 		return nil, fmt.Errorf("retention: keep must be positive")
@@ -121,6 +121,13 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 		res.Dropped = append(res.Dropped, p)
 	}
 	return res, nil
+}
+
+// TTLStatements are the statements ApplyRetention sends to a modern server
+// for layout l: each retention table expires rows older than keep, except
+// rows in a held span.
+func TTLStatements(l Layout, keep time.Duration, holds []HoldRange) []string {
+	return ttlStatements(l, keep, holds)
 }
 
 // ttlStatements set each retention table's TTL to keep, except rows in a

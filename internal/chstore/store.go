@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 )
 
 // Options says where the server is and which database kvtrail owns.
@@ -31,6 +34,12 @@ type Options struct {
 	// OnStatement, when set, sees the text of every statement before it is
 	// sent. Tests use it to check each one against the modern grammar.
 	OnStatement func(sql string)
+	// OnResult, when set, sees every statement once the server has
+	// answered it: its text, its arguments and the error (nil when the
+	// server accepted it; for a batch insert, when it accepted the
+	// INSERT). Tests record the accepted ones to replay them on a modern
+	// engine (internal/chdbtier).
+	OnResult func(sql string, args []any, err error)
 	// Cluster, when set, is the ClickHouse cluster (remote_servers name)
 	// the schema is deployed on: cluster mode (docs/cluster.md).
 	Cluster string
@@ -77,6 +86,7 @@ type Store struct {
 	db      string
 	version Version
 	hook    func(string)
+	result  func(string, []any, error)
 	opts    Options
 }
 
@@ -142,6 +152,19 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 			settings["insert_quorum"] = o.InsertQuorum
 		}
 	}
+	if o.OnResult == nil && o.Cluster == "" && sqlcapture.Enabled() {
+		// A test run records what the server accepted for the replay on
+		// ClickHouse 26.7 (scripts/test.sh); this covers the kvtrail
+		// processes that CLI tests start. Cluster-mode statements (ON
+		// CLUSTER, Distributed) are not recorded: the replay engine is one
+		// host without a cluster.
+		source := "process " + filepath.Base(os.Args[0])
+		o.OnResult = func(sql string, args []any, err error) {
+			if err == nil {
+				_ = sqlcapture.Record(source, db, sql, args)
+			}
+		}
+	}
 	comp, err := compression(o.Compression, o.Addrs)
 	if err != nil {
 		return nil, err
@@ -189,8 +212,9 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 			Minor: sv.Version.Minor,
 			Patch: sv.Version.Patch,
 		},
-		hook: o.OnStatement,
-		opts: o,
+		hook:   o.OnStatement,
+		result: o.OnResult,
+		opts:   o,
 	}, nil
 }
 
@@ -226,12 +250,20 @@ func (s *Store) see(sql string) {
 	}
 }
 
+func (s *Store) answered(sql string, args []any, err error) {
+	if s.result != nil {
+		s.result(sql, args, err)
+	}
+}
+
 // Exec runs a statement that returns no rows. Never use it for
 // INSERT ... VALUES: 18.16 hangs on that over the native protocol; use
 // PrepareBatch, or INSERT ... SELECT for a single row.
 func (s *Store) Exec(ctx context.Context, sql string, args ...any) error {
 	s.see(sql)
-	return s.conn.Exec(ctx, sql, args...)
+	err := s.conn.Exec(ctx, sql, args...)
+	s.answered(sql, args, err)
+	return err
 }
 
 // Reads are retried when the connection, not the server, failed: a pooled
@@ -264,6 +296,7 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (driver.Rows
 	for attempt := 1; attempt < readAttempts && retryable(ctx, err) && backoff(ctx, attempt); attempt++ {
 		rows, err = s.conn.Query(ctx, sql, args...)
 	}
+	s.answered(sql, args, err)
 	return rows, err
 }
 
@@ -274,6 +307,7 @@ func (s *Store) QueryRow(ctx context.Context, sql string, args ...any) driver.Ro
 	for attempt := 1; attempt < readAttempts && retryable(ctx, row.Err()) && backoff(ctx, attempt); attempt++ {
 		row = s.conn.QueryRow(ctx, sql, args...)
 	}
+	s.answered(sql, args, row.Err())
 	return row
 }
 
@@ -291,6 +325,7 @@ func (s *Store) Select(ctx context.Context, dest any, sql string, args ...any) e
 		v.Elem().SetLen(n)
 		err = s.conn.Select(ctx, dest, sql, args...)
 	}
+	s.answered(sql, args, err)
 	return err
 }
 
@@ -301,7 +336,9 @@ func (s *Store) PrepareBatch(ctx context.Context, insert string) (driver.Batch, 
 	if !strings.Contains(insert, "(") {
 		return nil, fmt.Errorf("chstore: insert without a column list: %q", insert)
 	}
-	return s.conn.PrepareBatch(ctx, insert)
+	b, err := s.conn.PrepareBatch(ctx, insert)
+	s.answered(insert, nil, err)
+	return b, err
 }
 
 // DDLContext adds the settings DDL needs on this server version.

@@ -9,7 +9,9 @@
 //
 // Every statement a test's store sends is also parsed with the modern
 // ClickHouse grammar (internal/sqlcheck), so SQL that only 18.16 accepts
-// fails here.
+// fails here; with KVT_SQL_CAPTURE set, every statement the server
+// accepted is also recorded (internal/sqlcapture) for the replay on
+// ClickHouse 26.7 (internal/chdbtier).
 package testdb
 
 import (
@@ -24,6 +26,7 @@ import (
 
 	"github.com/kvtrail/kvtrail/internal/chlocal"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 	"github.com/kvtrail/kvtrail/internal/sqlcheck"
 	"github.com/kvtrail/kvtrail/migrations"
 )
@@ -46,11 +49,18 @@ var (
 // it from TestMain; without it the server still dies with the test binary.
 func Main(m *testing.M) {
 	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
+
+// Shutdown stops the private server, if this package started one. For a
+// TestMain that has more to tear down than Main does.
+func Shutdown() {
 	if server != nil {
 		server.Stop()
 		_ = os.RemoveAll(server.Dir())
+		server = nil
 	}
-	os.Exit(code)
 }
 
 // Addr returns the shared server's native address, starting it if needed.
@@ -110,6 +120,14 @@ func Options(t testing.TB) chstore.Options {
 			}
 			if err := sqlcheck.Check(sql); err != nil {
 				t.Errorf("statement sent to ClickHouse fails the modern grammar: %v", err)
+			}
+		},
+		OnResult: func(sql string, args []any, err error) {
+			if err != nil || done.Load() {
+				return
+			}
+			if err := sqlcapture.Record(t.Name(), db, sql, args); err != nil {
+				t.Errorf("capture statement for the modern-engine replay: %v", err)
 			}
 		},
 	}

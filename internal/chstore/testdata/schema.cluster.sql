@@ -544,3 +544,5 @@ ORDER BY (ts, probe_id)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.probes ON CLUSTER kvtrail_cluster AS kvtrail.probes_local ENGINE = Distributed(kvtrail_cluster, kvtrail, probes_local, cityHash64(probe_id));
+
+-- 0020_modern_skip_indexes.sql;

@@ -502,3 +502,5 @@ ENGINE = ReplacingMergeTree
 PARTITION BY toMonday(ts)
 ORDER BY (ts, probe_id)
 SETTINGS index_granularity = 8192;
+
+-- 0020_modern_skip_indexes.sql;

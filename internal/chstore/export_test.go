@@ -1,4 +1,0 @@
-package chstore
-
-// TTLStatements exposes the modern retention statements to tests.
-var TTLStatements = ttlStatements

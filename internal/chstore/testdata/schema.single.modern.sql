@@ -1,0 +1,536 @@
+-- 0001_schema.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.raw_lines 
+(
+    ts            DateTime,
+    ts_ns         UInt64,
+    node          LowCardinality(String),
+    role          LowCardinality(String),
+    log_format    LowCardinality(String),
+    source        String,
+    file_digest   String,
+    byte_offset   UInt64,
+    line_no       UInt64,
+    line_id       UInt64,
+    kind          LowCardinality(String),
+    parse_status  LowCardinality(String),
+    parse_error   String,
+    rid           String,
+    bootstrap_room UInt64,
+    line          String,
+    attr_keys     Array(String),
+    attr_values   Array(String),
+    ingested_at   DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (node, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.id_index 
+(
+    id        String,
+    id_kind   LowCardinality(String),
+    node      LowCardinality(String),
+    ts        DateTime,
+    line_id   UInt64
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(ts)
+ORDER BY (id, id_kind, node, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.node_boots 
+(
+    node                 LowCardinality(String),
+    role                 LowCardinality(String),
+    boot_ts              DateTime,
+    boot_ts_ns           UInt64,
+    boot_id              String,
+    sglang_version       String,
+    disaggregation_mode  LowCardinality(String),
+    transfer_backend     LowCardinality(String),
+    model_path           String,
+    page_size            UInt32,
+    context_len          UInt64,
+    max_total_num_tokens UInt64,
+    max_req_input_len    UInt64,
+    max_prefill_tokens   UInt64,
+    chunked_prefill_size Int64,
+    max_running_requests UInt64,
+    kv_pool_tokens       UInt64,
+    tp_size              UInt16,
+    dp_size              UInt16,
+    pp_size              UInt16,
+    mem_fraction_static  Float64,
+    allow_auto_truncate  UInt8,
+    arg_keys             Array(String),
+    arg_values           Array(String),
+    line_ids             Array(UInt64),
+    facts                UInt32,
+    ingested_at          DateTime
+)
+ENGINE = ReplacingMergeTree(facts)
+PARTITION BY toYYYYMM(boot_ts)
+ORDER BY (node, boot_ts, boot_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.nodes 
+(
+    node        LowCardinality(String),
+    role        LowCardinality(String),
+    endpoints   Array(String),
+    updated_at  DateTime,
+    version     UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY node
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.engine_events 
+(
+    ts                DateTime,
+    ts_ns             UInt64,
+    node              LowCardinality(String),
+    role              LowCardinality(String),
+    dp_rank           Int16,
+    tp_rank           Int16,
+    event             LowCardinality(String),
+    rid               String,
+    bootstrap_room    UInt64,
+    bootstrap_host    String,
+    bootstrap_port    UInt32,
+    prompt_tokens     UInt64,
+    completion_tokens UInt64,
+    cached_tokens     UInt64,
+    input_len         UInt64,
+    limit_tokens      UInt64,
+    finish_type       LowCardinality(String),
+    finish_message    String,
+    status_code       UInt16,
+    e2e_latency_ms    Float64,
+    line_id           UInt64,
+    ingested_at       DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (node, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.batch_stats 
+(
+    ts             DateTime,
+    ts_ns          UInt64,
+    node           LowCardinality(String),
+    role           LowCardinality(String),
+    dp_rank        Int16,
+    tp_rank        Int16,
+    kind           LowCardinality(String),
+    new_seq        UInt32,
+    new_token      UInt64,
+    cached_token   UInt64,
+    num_token      UInt64,
+    token_usage    Float64,
+    running_req    Int32,
+    queue_req      Int32,
+    bootstrap_req  Int32,
+    inflight_req   Int32,
+    prealloc_req   Int32,
+    transfer_req   Int32,
+    retracted_req  Int32,
+    throughput     Float64,
+    field_keys     Array(String),
+    field_values   Array(String),
+    line_id        UInt64,
+    ingested_at    DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (node, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.transfer_events 
+(
+    ts             DateTime,
+    ts_ns          UInt64,
+    node           LowCardinality(String),
+    role           LowCardinality(String),
+    dp_rank        Int16,
+    tp_rank        Int16,
+    source         LowCardinality(String),
+    event          LowCardinality(String),
+    rid            String,
+    bootstrap_room UInt64,
+    other_room     UInt64,
+    metadata_index Int64,
+    reason         String,
+    peer           String,
+    nic            String,
+    line_id        UInt64,
+    ingested_at    DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (node, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.gateway_responses 
+(
+    ts                DateTime,
+    ts_ns             UInt64,
+    request_id        String,
+    tenant            String,
+    model             LowCardinality(String),
+    status            UInt16,
+    prompt_tokens     UInt64,
+    completion_tokens UInt64,
+    cached_tokens     UInt64,
+    ttft_ms           Float64,
+    duration_ms       Float64,
+    prefill_endpoint  String,
+    decode_endpoint   String,
+    bootstrap_room    UInt64,
+    prefill_rid       String,
+    decode_rid        String,
+    gateway           LowCardinality(String),
+    line_id           UInt64,
+    ingested_at       DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (tenant, ts, request_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.metric_samples 
+(
+    ts           DateTime,
+    ts_ms        UInt64,
+    node         LowCardinality(String),
+    name         LowCardinality(String),
+    series_id    UInt64,
+    label_keys   Array(String),
+    label_values Array(String),
+    value        Float64,
+    source       String,
+    ingested_at  DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (name, node, series_id, ts_ms)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.page_events 
+(
+    ts             DateTime,
+    ts_ns          UInt64,
+    node           LowCardinality(String),
+    dp_rank        Int16,
+    event          LowCardinality(String),
+    rid            String,
+    bootstrap_room UInt64,
+    pages          Array(UInt32),
+    line_id        UInt64,
+    ingested_at    DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (node, dp_rank, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.request_facts 
+(
+    request_key            String,
+    ts                     DateTime,
+    ts_ns                  UInt64,
+    tenant                 String,
+    model                  LowCardinality(String),
+    gateway_request_id     String,
+    bootstrap_room         UInt64,
+    status                 UInt16,
+    prompt_tokens          UInt64,
+    completion_tokens      UInt64,
+    cached_tokens          UInt64,
+    ttft_ms                Float64,
+    duration_ms            Float64,
+    prefill_node           LowCardinality(String),
+    prefill_rid            String,
+    prefill_dp_rank        Int16,
+    prefill_prompt_tokens  UInt64,
+    prefill_finish_type    LowCardinality(String),
+    prefill_rejected       UInt8,
+    prefill_limit          UInt64,
+    decode_node            LowCardinality(String),
+    decode_rid             String,
+    decode_dp_rank         Int16,
+    decode_prompt_tokens   UInt64,
+    decode_finish_type     LowCardinality(String),
+    transfer_failed        UInt8,
+    transfer_reason        String,
+    corruption             UInt8,
+    links                  LowCardinality(String),
+    line_ids               Array(UInt64),
+    version                UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(ts)
+ORDER BY (tenant, request_key)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.analyzer_runs 
+(
+    run_id       String,
+    analyzer     LowCardinality(String),
+    version      String,
+    params       String,
+    window_from  DateTime,
+    window_to    DateTime,
+    watermark    DateTime,
+    started_at   DateTime,
+    finished_at  DateTime,
+    status       LowCardinality(String),
+    findings     UInt32,
+    high         UInt32,
+    error        String,
+    trigger      LowCardinality(String),
+    case_id      String
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(started_at)
+ORDER BY (analyzer, started_at, run_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.findings 
+(
+    finding_id           String,
+    run_id               String,
+    analyzer             LowCardinality(String),
+    analyzer_version     String,
+    severity             LowCardinality(String),
+    confidence           Float64,
+    ts                   DateTime,
+    first_ts             DateTime,
+    last_ts              DateTime,
+    request_key          String,
+    gateway_request_id   String,
+    tenant               String,
+    bootstrap_room       UInt64,
+    prefill_node         String,
+    decode_node          String,
+    decode_dp_rank       Int16,
+    rids                 Array(String),
+    title                String,
+    explanation          String,
+    group_key            String,
+    foreign_tenants      Array(String),
+    foreign_request_keys Array(String),
+    evidence_line_ids    Array(UInt64),
+    detail_keys          Array(String),
+    detail_values        Array(String),
+    created_at           DateTime
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(ts)
+ORDER BY (analyzer, ts, finding_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected 
+(
+    reconstruction_id String,
+    case_id           String,
+    tenant            String,
+    affected_role     LowCardinality(String),
+    requests          UInt64,
+    first_ts          DateTime,
+    last_ts           DateTime,
+    models            Array(String),
+    nodes             Array(String),
+    confidence        Float64,
+    request_keys      Array(String),
+    finding_ids       Array(String),
+    created_at        DateTime
+)
+ENGINE = MergeTree
+PARTITION BY tuple()
+ORDER BY (reconstruction_id, affected_role, tenant)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.cases 
+(
+    case_id      String,
+    name         String,
+    window_from  DateTime,
+    window_to    DateTime,
+    filters      String,
+    notes        String,
+    status       LowCardinality(String),
+    legal_hold   UInt8,
+    created_by   String,
+    created_at   DateTime,
+    updated_at   DateTime,
+    version      UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY case_id
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.case_evidence 
+(
+    case_id      String,
+    line_id      UInt64,
+    ts           DateTime,
+    ts_ns        UInt64,
+    node         LowCardinality(String),
+    role         LowCardinality(String),
+    log_format   LowCardinality(String),
+    source       String,
+    file_digest  String,
+    byte_offset  UInt64,
+    line         String,
+    held_at      DateTime,
+    held_by      String
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY tuple()
+ORDER BY (case_id, ts, line_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.exports 
+(
+    export_id   String,
+    case_id     String,
+    requested_by String,
+    created_at  DateTime,
+    status      LowCardinality(String),
+    rows        UInt64,
+    manifest    String,
+    error       String,
+    version     UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY export_id
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.ingest_sources 
+(
+    source_id        String,
+    path             String,
+    node             LowCardinality(String),
+    role             LowCardinality(String),
+    log_format       LowCardinality(String),
+    first_ts         DateTime,
+    last_ts          DateTime,
+    lines            UInt64,
+    parsed           UInt64,
+    unknown          UInt64,
+    malformed        UInt64,
+    bytes            UInt64,
+    committed_offset UInt64,
+    size             UInt64,
+    complete         UInt8,
+    updated_at       DateTime,
+    version          UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY (node, source_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.audit_log 
+(
+    ts           DateTime,
+    ts_ns        UInt64,
+    user         String,
+    role         LowCardinality(String),
+    action       LowCardinality(String),
+    params       String,
+    result_count Int64,
+    status       UInt16,
+    remote_addr  String
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(ts)
+ORDER BY (ts, user)
+SETTINGS index_granularity = 8192;
+
+-- 0002_session_revocations.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.session_revocations 
+(
+    session_id  String,
+    user        String,
+    revoked_at  DateTime,
+    expires     DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toYYYYMM(expires)
+ORDER BY session_id
+SETTINGS index_granularity = 1024;
+
+-- 0003_probes.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.probes 
+(
+    ts                DateTime,
+    ts_ns             UInt64,
+    probe_id          String,
+    round_id          String,
+    identity          LowCardinality(String),
+    endpoint          String,
+    model             String,
+    kind              LowCardinality(String),
+    stream            UInt8,
+    marker            String,
+    target_tokens     UInt64,
+    threshold_tokens  UInt64,
+    threshold_node    String,
+    prompt_tokens     UInt64,
+    completion_tokens UInt64,
+    http_status       UInt16,
+    latency_ms        UInt32,
+    finish_reason     String,
+    response_text     String,
+    error_text        String,
+    foreign_markers   Array(String),
+    foreign_probe_ids Array(String),
+    verdict           LowCardinality(String),
+    ingested_at       DateTime
+)
+ENGINE = ReplacingMergeTree
+PARTITION BY toMonday(ts)
+ORDER BY (ts, probe_id)
+SETTINGS index_granularity = 8192;
+
+-- 0020_modern_skip_indexes.sql;
+
+ALTER TABLE kvtrail.raw_lines  ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.raw_lines  ADD INDEX IF NOT EXISTS idx_rid rid TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.raw_lines  ADD INDEX IF NOT EXISTS idx_room bootstrap_room TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.raw_lines  ADD INDEX IF NOT EXISTS idx_line_tokens line TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 4;
+
+ALTER TABLE kvtrail.engine_events  ADD INDEX IF NOT EXISTS idx_rid rid TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.engine_events  ADD INDEX IF NOT EXISTS idx_room bootstrap_room TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.transfer_events  ADD INDEX IF NOT EXISTS idx_rid rid TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.transfer_events  ADD INDEX IF NOT EXISTS idx_room bootstrap_room TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.gateway_responses  ADD INDEX IF NOT EXISTS idx_request_id request_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.request_facts  ADD INDEX IF NOT EXISTS idx_request_key request_key TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.request_facts  ADD INDEX IF NOT EXISTS idx_gateway_request_id gateway_request_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.findings  ADD INDEX IF NOT EXISTS idx_finding_id finding_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.findings  ADD INDEX IF NOT EXISTS idx_request_key request_key TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.raw_lines  MATERIALIZE INDEX idx_line_id;
+
+ALTER TABLE kvtrail.raw_lines  MATERIALIZE INDEX idx_line_tokens;
