@@ -250,7 +250,7 @@ func TestGzipAndStdinSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Records != a.Records || c.SourceID != a.SourceID {
+	if c.Records != a.Records || c.SourceID == "" || c.SourceID == a.SourceID {
 		t.Fatalf("stdin: %d records, source %s; file: %d, %s", c.Records, c.SourceID, a.Records, a.SourceID)
 	}
 }
