@@ -15,10 +15,10 @@ type checkpoint struct {
 	Role     string
 	Format   string
 	Counts
-	FirstTS  time.Time
-	LastTS   time.Time
-	Offset   uint64
-	Size     uint64
+	FirstTS time.Time
+	LastTS  time.Time
+	Offset  uint64
+	Size    uint64
 	// Complete marks a source's final checkpoint. A file that could not be
 	// read to its end (File.State "partial") is stored as not complete, so
 	// every rerun reports it again.

@@ -142,7 +142,7 @@ FROM (
 			continue
 		}
 		cp := checkpoint{SourceID: ids[i], Path: paths[i], Node: node, Format: formats[i],
-			Counts: Counts{Records: lines[i], Parsed: parsed[i], Unknown: unknown[i], Malformed: malformed[i], Bytes: offsets[i]},
+			Counts:  Counts{Records: lines[i], Parsed: parsed[i], Unknown: unknown[i], Malformed: malformed[i], Bytes: offsets[i]},
 			FirstTS: first[i], LastTS: last[i], Offset: offsets[i], Size: sizes[i], Complete: complete[i] == 1, Version: vers[i],
 			File: &fileState{StreamID: streams[i], HeadLen: hlens[i], HeadDigest: hdigests[i], PrefixLen: plens[i],
 				PrefixDigest: pdigests[i], State: states[i]}}
