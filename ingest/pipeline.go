@@ -280,7 +280,7 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 		switch {
 		case errors.As(errs[i], &partial) && fl.committed[res.SourceID]:
 			res.State, res.Error = "partial", errs[i].Error()
-			all = append(all, fmt.Errorf("%s: %s", res.Path, res.Error))
+			all = append(all, fmt.Errorf("%s: %w", res.Path, errs[i]))
 		case errs[i] != nil:
 			res.State, res.Error = "failed", errs[i].Error()
 		case res.State == "pending" && fl.committed[res.SourceID]:
