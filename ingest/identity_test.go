@@ -113,7 +113,10 @@ func TestGrowingRotatedCompressedFiles(t *testing.T) {
 				{"the same again", func(t *testing.T, d string) {}, []string{"app.log"}, 60000, false},
 				{".gz copy", func(t *testing.T, d string) { gzipFile(t, filepath.Join(d, "app.log"), filepath.Join(d, "app.log.gz")) }, []string{"app.log.gz"}, 60000, true},
 			},
-			clean: func(t *testing.T, d string) []string { copyFile(t, full, filepath.Join(d, "app.log")); return []string{"app.log"} },
+			clean: func(t *testing.T, d string) []string {
+				copyFile(t, full, filepath.Join(d, "app.log"))
+				return []string{"app.log"}
+			},
 		},
 		{
 			name: ".gz first, then the plain file",
@@ -124,7 +127,10 @@ func TestGrowingRotatedCompressedFiles(t *testing.T) {
 				}, []string{"app.log.1.gz"}, 60000, false},
 				{"plain", func(t *testing.T, d string) {}, []string{"app.log"}, 60000, true},
 			},
-			clean: func(t *testing.T, d string) []string { copyFile(t, full, filepath.Join(d, "app.log")); return []string{"app.log"} },
+			clean: func(t *testing.T, d string) []string {
+				copyFile(t, full, filepath.Join(d, "app.log"))
+				return []string{"app.log"}
+			},
 		},
 		{
 			name: "logrotate: rename, new file, then compress",
