@@ -60,15 +60,15 @@ FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 	return cp, nil
 }
 
-// saveCheckpoints writes several checkpoints in one insert: file sources'
-// into file_checkpoints first (what a rerun resumes from), then every source
-// into ingest_sources (completeness reporting), with the same version.
+// saveCheckpoints writes several checkpoints in one insert per table, with
+// the same version: every source into ingest_sources (completeness
+// reporting), then file sources into file_checkpoints, what a rerun
+// resumes from. In that order a crash between the two leaves the resume
+// point behind, never the report: the rerun redoes the gap (same keys)
+// and writes both.
 func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	now := time.Now().UTC()
 	version := uint64(now.UnixNano())
-	if err := saveFileCheckpoints(ctx, s, cps, now, version); err != nil {
-		return err
-	}
 	x, err := s.PrepareBatch(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts,
  lines, parsed, unknown, malformed, bytes, committed_offset, size, complete, updated_at, version)`)
 	if err != nil {
@@ -84,7 +84,7 @@ func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	if err := x.Send(); err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
 	}
-	return nil
+	return saveFileCheckpoints(ctx, s, cps, now, version)
 }
 
 // saveNodes records how the sources' nodes are addressed, for correlation:
