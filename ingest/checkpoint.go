@@ -153,12 +153,16 @@ const stepCorrelate = "correlate"
 // than its watermark and so are left for the next run.
 func PendingCorrelation(ctx context.Context, s Store) (CorrelationSpan, bool, error) {
 	var sp CorrelationSpan
-	var n uint64
+	var n, watermark uint64
+	// Two queries, not a subquery: on a cluster both tables are Distributed.
+	if err := s.QueryRow(ctx, "SELECT max(watermark) FROM ingest_steps WHERE step = ?", stepCorrelate).Scan(&watermark); err != nil {
+		return sp, false, fmt.Errorf("read correlation step: %w", err)
+	}
 	q := `SELECT count(), min(first_ts), max(last_ts), max(v) FROM (
  SELECT argMax(first_ts, version) AS first_ts, argMax(last_ts, version) AS last_ts, max(version) AS v
  FROM file_checkpoints GROUP BY node, source_id)
-WHERE v > (SELECT max(watermark) FROM ingest_steps WHERE step = ?) AND first_ts > toDateTime(0)`
-	if err := s.QueryRow(ctx, q, stepCorrelate).Scan(&n, &sp.From, &sp.To, &sp.Watermark); err != nil {
+WHERE v > ? AND first_ts > toDateTime(0)`
+	if err := s.QueryRow(ctx, q, watermark).Scan(&n, &sp.From, &sp.To, &sp.Watermark); err != nil {
 		return sp, false, fmt.Errorf("read pending correlation: %w", err)
 	}
 	if n == 0 {

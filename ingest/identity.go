@@ -347,7 +347,7 @@ func legacyIdentity(ctx context.Context, s Store, src Source, path string, id id
 	q := `SELECT groupArray(source_id), groupArray(size), groupArray(committed_offset), groupArray(v) FROM (
  SELECT source_id, argMax(size, version) AS size, argMax(committed_offset, version) AS committed_offset, max(version) AS v
  FROM ingest_sources WHERE node = ? AND path = ?
-  AND source_id NOT IN (SELECT source_id FROM file_checkpoints WHERE node = ?) GROUP BY source_id)`
+  AND source_id GLOBAL NOT IN (SELECT source_id FROM file_checkpoints WHERE node = ?) GROUP BY source_id)`
 	if err := s.QueryRow(ctx, q, src.Node, src.Path, src.Node).Scan(&ids, &sizes, &offsets, &vers); err != nil {
 		return id, fmt.Errorf("read checkpoints: %w", err)
 	}
@@ -371,7 +371,7 @@ func legacyIdentity(ctx context.Context, s Store, src Source, path string, id id
 			id.cp = checkpoint{SourceID: legacy}
 			return id, nil
 		}
-		cp.Offset = offsets[i]
+		cp.Offset, cp.Size = offsets[i], sizes[i]
 		if st, err := os.Stat(path); err == nil && uint64(st.Size()) > sizes[i] {
 			cp.Complete = false // it grew
 		}

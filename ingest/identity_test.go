@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -297,4 +299,44 @@ func TestEmptyAndBinaryFilesDoNotFailTheRun(t *testing.T) {
 func sameTablesExcept(t *testing.T, a, b *chstore.Store, skip ...string) {
 	t.Helper()
 	compareTables(t, a, b, skip...)
+}
+
+// A file ingested before migration 0002 (its source id and line ids the
+// SHA-256 of the whole file) keeps that id: unchanged it is skipped, grown
+// it continues from the saved offset with the same line ids.
+func TestFileIngestedBeforeStreamsContinues(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "app.log")
+	writeLines(t, p, 0, 5000)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	legacy := hex.EncodeToString(sum[:])
+	size := uint64(len(b))
+	err = s.Exec(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
+ malformed, bytes, committed_offset, size, complete, updated_at, version) SELECT ?, ?, 'n1', 'decode', 'sglang', now(), now(), 5000, 5000, 0, 0, ?, ?, ?, 1, now(), 1`,
+		legacy, p, size, size, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ingest.New(s, ingest.Options{}).IngestSource(ctx, src(p))
+	if err != nil || res.State != "skipped" || res.SourceID != legacy {
+		t.Fatalf("unchanged: state %s, source %s, %v; want skipped as %s", res.State, res.SourceID, err, legacy)
+	}
+	writeLines(t, p, 5000, 6000)
+	res, err = ingest.New(s, ingest.Options{}).IngestSource(ctx, src(p))
+	if err != nil || res.ResumedFrom != int64(size) || res.Records != 6000 {
+		t.Fatalf("grown: %+v, %v; want resumed from %d with 6000 records", res, err, size)
+	}
+	q := "SELECT count() FROM raw_lines FINAL WHERE file_digest = ? AND byte_offset >= ? AND line_id = ?"
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL WHERE file_digest = ?", legacy); got != 1000 {
+		t.Errorf("%d new rows under the old id, want 1000", got)
+	}
+	if got := count(t, s, q, legacy, size, ingest.LineID(legacy, int64(size))); got != 1 {
+		t.Error("the first new line does not have the id the old scheme gives it")
+	}
 }
