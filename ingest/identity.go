@@ -39,6 +39,11 @@ type fileState struct {
 	// PrefixDigest) when the checkpoint was saved; at least the offset.
 	PrefixLen    uint64
 	PrefixDigest string
+	// ResumeOffset is where a continuation starts: the offset, or the
+	// start of a last line the file ended inside (TailStatus its parse
+	// status, "" when there is none).
+	ResumeOffset uint64
+	TailStatus   string
 	// State is "partial" when the source could not be read to its end;
 	// DamageOffset is then the compressed byte offset reading stopped at.
 	State        string
@@ -74,8 +79,8 @@ func saveFileCheckpoints(ctx context.Context, s Store, cps []checkpoint, now tim
 		return nil
 	}
 	x, err := s.PrepareBatch(ctx, `INSERT INTO file_checkpoints (source_id, node, path, stream_id, head_len, head_digest,
- prefix_len, prefix_digest, log_format, first_ts, last_ts, lines, parsed, unknown, malformed, committed_offset, size,
- complete, state, damage_offset, updated_at, version)`)
+ prefix_len, prefix_digest, log_format, first_ts, last_ts, lines, parsed, unknown, malformed, committed_offset, resume_offset,
+ tail_status, size, complete, state, damage_offset, updated_at, version)`)
 	if err != nil {
 		return fmt.Errorf("save file checkpoints: %w", err)
 	}
@@ -86,7 +91,7 @@ func saveFileCheckpoints(ctx context.Context, s Store, cps []checkpoint, now tim
 		}
 		if err := x.Append(cp.SourceID, cp.Node, cp.Path, f.StreamID, f.HeadLen, f.HeadDigest, f.PrefixLen, f.PrefixDigest,
 			cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS), cp.Records, cp.Parsed, cp.Unknown, cp.Malformed,
-			cp.Offset, cp.Size, boolU8(cp.stored()), f.State, f.DamageOffset, now, version); err != nil {
+			cp.Offset, f.ResumeOffset, f.TailStatus, cp.Size, boolU8(cp.stored()), f.State, f.DamageOffset, now, version); err != nil {
 			_ = x.Abort()
 			return fmt.Errorf("save file checkpoints: %w", err)
 		}
@@ -95,6 +100,14 @@ func saveFileCheckpoints(ctx context.Context, s Store, cps []checkpoint, now tim
 		return fmt.Errorf("save file checkpoints: %w", err)
 	}
 	return nil
+}
+
+// resumeAt is where a file continuing the checkpoint starts reading rows.
+func (cp checkpoint) resumeAt() uint64 {
+	if cp.File != nil && cp.File.TailStatus != "" {
+		return cp.File.ResumeOffset
+	}
+	return cp.Offset
 }
 
 // candidate is a saved checkpoint whose head the file being ingested
@@ -112,26 +125,28 @@ func loadCandidates(ctx context.Context, s Store, node string, head []byte) ([]c
 	q := `SELECT groupArray(source_id), groupArray(path), groupArray(stream_id), groupArray(head_len), groupArray(head_digest),
  groupArray(prefix_len), groupArray(prefix_digest), groupArray(log_format), groupArray(lines), groupArray(parsed),
  groupArray(unknown), groupArray(malformed), groupArray(committed_offset), groupArray(complete), groupArray(state),
- groupArray(first_ts), groupArray(last_ts), groupArray(size), groupArray(v)
+ groupArray(first_ts), groupArray(last_ts), groupArray(size), groupArray(resume_offset), groupArray(tail_status), groupArray(v)
 FROM (
  SELECT source_id, argMax(path, version) AS path, argMax(stream_id, version) AS stream_id, argMax(head_len, version) AS head_len,
   argMax(head_digest, version) AS head_digest, argMax(prefix_len, version) AS prefix_len, argMax(prefix_digest, version) AS prefix_digest,
   argMax(log_format, version) AS log_format, argMax(lines, version) AS lines, argMax(parsed, version) AS parsed,
   argMax(unknown, version) AS unknown, argMax(malformed, version) AS malformed, argMax(committed_offset, version) AS committed_offset,
   argMax(complete, version) AS complete, argMax(state, version) AS state, argMax(first_ts, version) AS first_ts,
-  argMax(last_ts, version) AS last_ts, argMax(size, version) AS size, max(version) AS v
+  argMax(last_ts, version) AS last_ts, argMax(size, version) AS size,
+  argMax(resume_offset, version) AS resume_offset, argMax(tail_status, version) AS tail_status, max(version) AS v
  FROM file_checkpoints WHERE node = ? GROUP BY source_id
 ) WHERE (head_len = ? AND head_digest = ?) OR head_len < ?`
 	var (
 		ids, paths, streams, hdigests, pdigests, formats, states []string
 		hlens                                                    []uint32
 		plens, lines, parsed, unknown, malformed, offsets, vers  []uint64
-		sizes                                                    []uint64
+		sizes, resumes                                           []uint64
+		tails                                                    []string
 		complete                                                 []uint8
 		first, last                                              []time.Time
 	)
 	err := s.QueryRow(ctx, q, node, uint32(len(head)), hexSum(head), uint32(len(head))).Scan(&ids, &paths, &streams, &hlens, &hdigests,
-		&plens, &pdigests, &formats, &lines, &parsed, &unknown, &malformed, &offsets, &complete, &states, &first, &last, &sizes, &vers)
+		&plens, &pdigests, &formats, &lines, &parsed, &unknown, &malformed, &offsets, &complete, &states, &first, &last, &sizes, &resumes, &tails, &vers)
 	if err != nil {
 		return nil, fmt.Errorf("read file checkpoints: %w", err)
 	}
@@ -145,7 +160,7 @@ FROM (
 			Counts:  Counts{Records: lines[i], Parsed: parsed[i], Unknown: unknown[i], Malformed: malformed[i], Bytes: offsets[i]},
 			FirstTS: first[i], LastTS: last[i], Offset: offsets[i], Size: sizes[i], Complete: complete[i] == 1, Version: vers[i],
 			File: &fileState{StreamID: streams[i], HeadLen: hlens[i], HeadDigest: hdigests[i], PrefixLen: plens[i],
-				PrefixDigest: pdigests[i], State: states[i]}}
+				PrefixDigest: pdigests[i], ResumeOffset: resumes[i], TailStatus: tails[i], State: states[i]}}
 		if cp.FirstTS.Unix() <= 0 {
 			cp.FirstTS = time.Time{}
 		}
@@ -326,7 +341,7 @@ func identify(ctx context.Context, s Store, src Source, path string, forcedSince
 		// copy): continue from its offset; this source counts only the
 		// lines it adds, so counts summed over sources are distinct lines.
 		id.from = best.Path
-		id.cp.Offset = best.Offset
+		id.cp.Offset = best.resumeAt()
 		if own != nil {
 			id.cp.Counts, id.cp.FirstTS, id.cp.LastTS = own.Counts, own.FirstTS, own.LastTS
 		}
@@ -403,15 +418,19 @@ func rawPrefixDigest(path string, n uint64) (string, error) {
 // hashingReader hashes every byte it passes: the digest of the prefix read
 // so far, saved with each checkpoint.
 type hashingReader struct {
-	r io.Reader
-	h hash.Hash
-	n uint64
+	r    io.Reader
+	h    hash.Hash
+	n    uint64
+	last byte // the last byte read
 }
 
 func (h *hashingReader) Read(p []byte) (int, error) {
 	n, err := h.r.Read(p)
 	_, _ = h.h.Write(p[:n])
 	h.n += uint64(n)
+	if n > 0 {
+		h.last = p[n-1]
+	}
 	return n, err
 }
 

@@ -340,3 +340,48 @@ func TestFileIngestedBeforeStreamsContinues(t *testing.T) {
 		t.Error("the first new line does not have the id the old scheme gives it")
 	}
 }
+
+// A file read while a line is still being written: the half line is kept,
+// and once the file has grown the whole line replaces it (one row).
+func TestLineBeingWrittenIsCompletedNotSplit(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	p := filepath.Join(t.TempDir(), "app.log")
+	writeLines(t, p, 0, 100)
+	whole := "[2026-07-01 00:00:10] Receive: obj=GenerateReqInput(rid='" + fmt.Sprintf("%032x", 9999) + "', bootstrap_host='10.0.0.11', bootstrap_port=8998, bootstrap_room=42, data_parallel_rank=None)"
+	appendText := func(text string) {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(text); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendText(whole[:60])
+	res, err := ingest.New(s, ingest.Options{}).IngestSource(ctx, src(p))
+	if err != nil || res.Records != 101 {
+		t.Fatalf("first read: %d records, %v; want 101", res.Records, err)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL WHERE line = ?", whole[:60]); got != 1 {
+		t.Fatalf("the half line is not kept (%d rows)", got)
+	}
+	appendText(whole[60:] + "\n")
+	writeLines(t, p, 100, 110)
+	res, err = ingest.New(s, ingest.Options{}).IngestSource(ctx, src(p))
+	if err != nil || res.Records != 111 {
+		t.Fatalf("after growth: %d records, %v; want 111", res.Records, err)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL"); got != 111 {
+		t.Errorf("raw_lines = %d, want 111", got)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL WHERE line = ?", whole); got != 1 {
+		t.Errorf("the whole line is stored %d times", got)
+	}
+	if got := count(t, s, "SELECT count() FROM engine_events FINAL WHERE bootstrap_room = 42"); got != 1 {
+		t.Errorf("the completed line gave %d engine events", got)
+	}
+}

@@ -364,6 +364,20 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		in.opts.Logger.Info("source already ingested", slog.String("path", src.Path), slog.String("source_id", id.key[:12]))
 		return res, nil
 	}
+	if f := cp.File; f != nil && f.TailStatus != "" && cp.SourceID == id.key && cp.Offset > f.ResumeOffset {
+		// Continue at the line that was being written: it is read and
+		// counted again, whole.
+		cp.Offset = f.ResumeOffset
+		cp.Records--
+		switch parse.Status(f.TailStatus) {
+		case parse.StatusParsed:
+			cp.Parsed--
+		case parse.StatusMalformed:
+			cp.Malformed--
+		default:
+			cp.Unknown--
+		}
+	}
 	if id.fork {
 		in.opts.Logger.Warn("file starts like one ingested before but differs later: ingested as a stream of its own",
 			slog.String("path", src.Path))
@@ -542,6 +556,8 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 	}
 	var lastProgress, progressRecords int64
 	var damage *PartialError
+	var last lastRecord // the last record emitted
+	var tail *lastRecord
 	send := func(final bool) error {
 		key := r.key
 		if key == "" {
@@ -556,6 +572,10 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		if r.file != nil {
 			f := *r.file
 			f.PrefixLen, f.PrefixDigest = r.hashed.n, r.hashed.digest()
+			f.ResumeOffset, f.TailStatus = cp.Offset, ""
+			if tail != nil {
+				f.ResumeOffset, f.TailStatus = uint64(tail.offset), string(tail.status)
+			}
 			if damage != nil {
 				f.State, f.DamageOffset = statePartial, uint64(damage.Damage)
 			}
@@ -607,6 +627,7 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		if rec.Offset < resumeAt {
 			continue // committed before a crash: replayed for state only
 		}
+		last = lastRecord{offset: rec.Offset, status: parsed.Status, ok: true}
 		counts.Records++
 		progressRecords++
 		switch parsed.Status {
@@ -638,6 +659,14 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 			}
 		}
 	}
+	if r.file != nil && damage == nil && last.ok && r.hashed.n > 0 && r.hashed.last != '\n' {
+		// The file ends inside a line, most likely one still being
+		// written. It is stored and counted as read, but a continuation
+		// starts at it (and counts it once): when the file has grown, the
+		// line is read again whole and its rows (same line id) replace
+		// these.
+		tail = &last
+	}
 	if err := send(true); err != nil {
 		return err
 	}
@@ -645,6 +674,12 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		return damage
 	}
 	return nil
+}
+
+type lastRecord struct {
+	offset int64
+	status parse.Status
+	ok     bool
 }
 
 // PartialError reports a source read only up to damage: its records up to

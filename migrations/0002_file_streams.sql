@@ -11,7 +11,10 @@
 -- they arrive. prefix_digest is the SHA-256 of the first prefix_len bytes
 -- (decompressed) that had been read when the checkpoint was saved: a later
 -- file continues the stream only if its own first prefix_len bytes hash the
--- same. state is "partial" when the source could not be read to its end
+-- same. A file read while its last line was still being written ends
+-- inside that line: it is stored and counted, and resume_offset (its start,
+-- else committed_offset) is where a continuation reads from, so the whole
+-- line replaces it (tail_status: its parse status). state is "partial" when the source could not be read to its end
 -- (a truncated .gz); damage_offset is then the compressed byte offset
 -- where reading failed.
 CREATE TABLE IF NOT EXISTS {{table "file_checkpoints"}} {{on_cluster}}
@@ -32,6 +35,8 @@ CREATE TABLE IF NOT EXISTS {{table "file_checkpoints"}} {{on_cluster}}
     unknown          UInt64,
     malformed        UInt64,
     committed_offset UInt64,
+    resume_offset    UInt64,
+    tail_status      LowCardinality(String),
     size             UInt64,
     complete         UInt8,
     state            LowCardinality(String),

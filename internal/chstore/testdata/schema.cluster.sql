@@ -513,6 +513,8 @@ CREATE TABLE IF NOT EXISTS kvtrail.file_checkpoints_local ON CLUSTER kvtrail_clu
     unknown          UInt64,
     malformed        UInt64,
     committed_offset UInt64,
+    resume_offset    UInt64,
+    tail_status      LowCardinality(String),
     size             UInt64,
     complete         UInt8,
     state            LowCardinality(String),

@@ -475,6 +475,8 @@ CREATE TABLE IF NOT EXISTS kvtrail.file_checkpoints
     unknown          UInt64,
     malformed        UInt64,
     committed_offset UInt64,
+    resume_offset    UInt64,
+    tail_status      LowCardinality(String),
     size             UInt64,
     complete         UInt8,
     state            LowCardinality(String),
