@@ -250,6 +250,18 @@ func TestTruncatedGzipKeepsReadableLines(t *testing.T) {
 			t.Errorf("run %d: ingest_sources does not show the source incomplete with %d lines", run, want)
 		}
 	}
+	// The whole file arrives after all: the rest is added, the cut line
+	// is replaced by the whole one, nothing is doubled.
+	if err := os.WriteFile(half, gz, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ingest.New(s, ingest.Options{}).IngestSource(ctx, src(half))
+	if err != nil || res.State != "ingested" || res.Records != 60000 || res.ResumedFrom == 0 {
+		t.Fatalf("whole file: %+v, %v", res, err)
+	}
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL"); got != 60000 {
+		t.Errorf("raw_lines = %d after the whole file, want 60000", got)
+	}
 }
 
 // An empty file and a binary file are kept (the binary's bytes as

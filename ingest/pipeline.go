@@ -659,9 +659,9 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 			}
 		}
 	}
-	if r.file != nil && damage == nil && last.ok && r.hashed.n > 0 && r.hashed.last != '\n' {
+	if r.file != nil && last.ok && r.hashed.n > 0 && r.hashed.last != '\n' {
 		// The file ends inside a line, most likely one still being
-		// written. It is stored and counted as read, but a continuation
+		// written (or cut by damage). It is stored and counted as read, but a continuation
 		// starts at it (and counts it once): when the file has grown, the
 		// line is read again whole and its rows (same line id) replace
 		// these.
