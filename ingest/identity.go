@@ -251,6 +251,20 @@ func prefixScan(path string, head int, marks []uint64) (headBytes []byte, digest
 	return buf, digests, nil
 }
 
+// contentDigest is the SHA-256 of a file's readable content.
+func contentDigest(path string) (string, error) {
+	r, _, closeFn, err := openContent(path)
+	if err != nil {
+		return "", err
+	}
+	defer closeFn()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil && !isDamage(err) {
+		return "", fmt.Errorf("digest: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // isDamage tells a damaged compressed stream (which ends what can be read,
 // and is reported as a partial source) from an I/O error.
 func isDamage(err error) bool {
@@ -308,16 +322,26 @@ func identify(ctx context.Context, s Store, src Source, path string, forcedSince
 	if best != nil {
 		id.stream = best.File.StreamID
 	}
-	// A checkpoint of the same stream whose prefix the file reaches but
-	// does not match: the file shares the stream's head and then differs.
-	// Its lines get a stream of their own, named by the content that
-	// differs, so they never take the ids of the other file's lines.
+	// A checkpoint of the same stream that the file does not match: the
+	// file shares the stream's head and then differs (or ends before that
+	// checkpoint's prefix, so it cannot be shown to be the same bytes).
+	// Its lines get a stream of their own, named by its content, so they
+	// never take the ids of another file's lines: two different lines
+	// under one id would be ambiguous evidence, or one row replaced by the
+	// other.
 	for _, c := range cands {
-		if c.File.StreamID == id.stream && !c.verified && digests[c.File.PrefixLen] != "" {
-			id.stream = hexSum([]byte(id.stream + "\x00fork\x00" + digests[c.File.PrefixLen]))
-			id.fork, best = true, nil
-			break
+		if c.File.StreamID != id.stream || c.verified {
+			continue
 		}
+		d := digests[c.File.PrefixLen]
+		if d == "" {
+			if d, err = contentDigest(path); err != nil {
+				return identity{}, err
+			}
+		}
+		id.stream = hexSum([]byte(id.stream + "\x00fork\x00" + d))
+		id.fork, best = true, nil
+		break
 	}
 	id.key = sourceKey(src.Node, src.Path, id.stream)
 	id.cp = checkpoint{SourceID: id.key}

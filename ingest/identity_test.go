@@ -397,3 +397,41 @@ func TestLineBeingWrittenIsCompletedNotSplit(t *testing.T) {
 		t.Errorf("the completed line gave %d engine events", got)
 	}
 }
+
+// Two different files that start with the same 4 KiB on one node: neither
+// takes the other's line ids, whichever is longer and in either order.
+func TestSameHeadDifferentFilesKeepTheirLines(t *testing.T) {
+	ctx := context.Background()
+	for _, order := range [][2]string{{"long", "short"}, {"short", "long"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			s := testdb.New(t)
+			dir := t.TempDir()
+			files := map[string]string{"long": filepath.Join(dir, "a.log"), "short": filepath.Join(dir, "b.log")}
+			writeLines(t, files["long"], 0, 3000)
+			writeLines(t, files["long"], 10000, 11000)
+			writeLines(t, files["short"], 0, 3000)
+			writeLines(t, files["short"], 20000, 20500)
+			for _, name := range order {
+				if _, err := ingest.New(s, ingest.Options{}).IngestSource(ctx, src(files[name])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// 3000 shared lines may be stored once or twice; the lines
+			// that differ are all there, each under an id of its own.
+			for _, q := range []string{
+				"SELECT count() FROM raw_lines FINAL WHERE position(line, 'Decode batch, #running-req: 0, #token: 70000,') > 0",
+				"SELECT count() FROM raw_lines FINAL WHERE position(line, 'Decode batch, #running-req: 0, #token: 140000,') > 0",
+			} {
+				if got := count(t, s, q); got != 1 {
+					t.Errorf("%s: %d rows", q, got)
+				}
+			}
+			if got := count(t, s, "SELECT count() FROM (SELECT line_id FROM raw_lines FINAL GROUP BY line_id HAVING uniqExact(line) > 1)"); got != 0 {
+				t.Errorf("%d line ids name two different lines", got)
+			}
+			if got := count(t, s, "SELECT count() FROM raw_lines FINAL WHERE byte_offset >= ?", uint64(0)); got < 3000+1000+500 {
+				t.Errorf("%d rows, fewer than the distinct lines", got)
+			}
+		})
+	}
+}
