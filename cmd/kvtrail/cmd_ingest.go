@@ -199,7 +199,10 @@ func printSummary(w io.Writer, sum ingest.Summary) {
 	fmt.Fprintf(w, "\n%d records (%d parsed, %d unknown, %d malformed) in %.1fs, %.0f records/s\n",
 		sum.Total.Records, sum.Total.Parsed, sum.Total.Unknown, sum.Total.Malformed, sum.Seconds, rate)
 	for _, s := range sum.Sources {
-		if s.Error != "" {
+		switch {
+		case s.State == "partial":
+			fmt.Fprintf(w, "PARTIAL %s (records up to the damage kept): %s\n", s.Path, s.Error)
+		case s.Error != "":
 			fmt.Fprintf(w, "FAILED %s: %s\n", s.Path, s.Error)
 		}
 	}
