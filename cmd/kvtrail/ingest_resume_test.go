@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -161,4 +164,52 @@ func killAt(t *testing.T, env []string, manifest string, at func() bool) (bool, 
 	<-done
 	t.Fatal("ingest did not finish in 3 minutes")
 	return false, nil
+}
+
+// The command's exit code: a truncated .gz is kept up to the damage,
+// reported PARTIAL and fails the run; an empty and a binary file are kept
+// and do not.
+func TestIngestCommandPartialAndOddFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var plain bytes.Buffer
+	for i := 0; i < 20000; i++ {
+		fmt.Fprintf(&plain, "[2026-07-01 00:%02d:%02d] Receive: obj=GenerateReqInput(rid='%032x', bootstrap_room=%d)\n", i/60%60, i%60, i, 1000+i)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(plain.Bytes())
+	_ = zw.Close()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	half := write("app.log.gz", gz.Bytes()[:gz.Len()/2])
+	empty := write("empty.log", nil)
+	bin := write("core.bin", []byte{0x7f, 'E', 'L', 'F', 0, 1, 2, 0xff, 0xfe, '\n', 0, 0, 3})
+	for _, tt := range []struct {
+		name  string
+		files []string
+		code  bool // non-zero exit wanted
+		out   string
+	}{
+		{"truncated gz", []string{half}, true, "PARTIAL " + half},
+		{"empty and binary", []string{empty, bin}, false, "ingested"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testdb.New(t)
+			env := []string{"KVTRAIL_CLICKHOUSE_ADDR=" + testdb.Addr(t), "KVTRAIL_CLICKHOUSE_DATABASE=" + s.Database()}
+			out, errOut, code := run(t, dir, env, append([]string{"ingest", "--node", "n1", "--role", "decode"}, tt.files...)...)
+			if (code != 0) != tt.code || !strings.Contains(out, tt.out) {
+				t.Fatalf("exit %d, want non-zero %v; output lacks %q:\n%s\n%s", code, tt.code, tt.out, out, errOut)
+			}
+			var rows uint64
+			if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines FINAL").Scan(&rows); err != nil || rows == 0 {
+				t.Fatalf("%d rows kept: %v", rows, err)
+			}
+		})
+	}
 }
