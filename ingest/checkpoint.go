@@ -15,14 +15,26 @@ type checkpoint struct {
 	Role     string
 	Format   string
 	Counts
-	FirstTS  time.Time
-	LastTS   time.Time
-	Offset   uint64
-	Size     uint64
+	FirstTS time.Time
+	LastTS  time.Time
+	Offset  uint64
+	Size    uint64
+	// Complete marks a source's final checkpoint. A file that could not be
+	// read to its end (File.State "partial") is stored as not complete, so
+	// every rerun reports it again.
 	Complete bool
+	// File is set for file sources: the identity and prefix digest a
+	// rerun verifies before it continues (file_checkpoints). Push streams
+	// leave it nil.
+	File *fileState
 	// Version is when it was saved (UnixNano, the row's version): a forced
 	// run that is retrying keeps the checkpoints it saved itself.
 	Version uint64
+}
+
+// stored is the complete flag as saved: a partial file is not complete.
+func (cp checkpoint) stored() bool {
+	return cp.Complete && (cp.File == nil || cp.File.State != statePartial)
 }
 
 func loadCheckpoint(ctx context.Context, s Store, sourceID string) (checkpoint, error) {
@@ -48,18 +60,23 @@ FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 	return cp, nil
 }
 
-// saveCheckpoints writes several checkpoints in one insert.
+// saveCheckpoints writes several checkpoints in one insert per table, with
+// the same version: every source into ingest_sources (completeness
+// reporting), then file sources into file_checkpoints, what a rerun
+// resumes from. In that order a crash between the two leaves the resume
+// point behind, never the report: the rerun redoes the gap (same keys)
+// and writes both.
 func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
+	now := time.Now().UTC()
+	version := uint64(now.UnixNano())
 	x, err := s.PrepareBatch(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts,
  lines, parsed, unknown, malformed, bytes, committed_offset, size, complete, updated_at, version)`)
 	if err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
 	}
-	now := time.Now().UTC()
-	version := uint64(now.UnixNano())
 	for _, cp := range cps {
 		if err := x.Append(cp.SourceID, cp.Path, cp.Node, cp.Role, cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS),
-			cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Bytes, cp.Offset, cp.Size, boolU8(cp.Complete), now, version); err != nil {
+			cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Bytes, cp.Offset, cp.Size, boolU8(cp.stored()), now, version); err != nil {
 			_ = x.Abort()
 			return fmt.Errorf("save checkpoints: %w", err)
 		}
@@ -67,7 +84,7 @@ func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	if err := x.Send(); err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
 	}
-	return nil
+	return saveFileCheckpoints(ctx, s, cps, now, version)
 }
 
 // saveNodes records how the sources' nodes are addressed, for correlation:
@@ -114,6 +131,54 @@ func saveNodes(ctx context.Context, s Store, sources []Source) error {
 	}
 	if err := x.Send(); err != nil {
 		return fmt.Errorf("record nodes: %w", err)
+	}
+	return nil
+}
+
+// CorrelationSpan is the time span of file checkpoints saved since the last
+// completed correlation: what a correlation at ingest still has to link,
+// including what a run killed before or during its correlation left.
+type CorrelationSpan struct {
+	From, To time.Time
+	// Watermark is the newest checkpoint version the span covers; pass it
+	// to MarkCorrelated once the span is linked.
+	Watermark uint64
+}
+
+const stepCorrelate = "correlate"
+
+// PendingCorrelation returns the span of the file sources whose
+// checkpoints are newer than the last correlation's watermark (false when
+// there is none). Checkpoints saved while the correlation runs are newer
+// than its watermark and so are left for the next run.
+func PendingCorrelation(ctx context.Context, s Store) (CorrelationSpan, bool, error) {
+	var sp CorrelationSpan
+	var n, watermark uint64
+	// Two queries, not a subquery: on a cluster both tables are Distributed.
+	if err := s.QueryRow(ctx, "SELECT max(watermark) FROM ingest_steps WHERE step = ?", stepCorrelate).Scan(&watermark); err != nil {
+		return sp, false, fmt.Errorf("read correlation step: %w", err)
+	}
+	q := `SELECT count(), min(first_ts), max(last_ts), max(v) FROM (
+ SELECT argMax(first_ts, version) AS first_ts, argMax(last_ts, version) AS last_ts, max(version) AS v
+ FROM file_checkpoints GROUP BY node, source_id)
+WHERE v > ? AND first_ts > toDateTime(0)`
+	if err := s.QueryRow(ctx, q, watermark).Scan(&n, &sp.From, &sp.To, &sp.Watermark); err != nil {
+		return sp, false, fmt.Errorf("read pending correlation: %w", err)
+	}
+	if n == 0 {
+		return sp, false, nil
+	}
+	sp.From, sp.To = sp.From.UTC(), sp.To.UTC().Add(time.Second) // DateTime seconds; the end is exclusive
+	return sp, true, nil
+}
+
+// MarkCorrelated records that the span up to sp.Watermark is linked.
+func MarkCorrelated(ctx context.Context, s Store, sp CorrelationSpan, requests int) error {
+	now := time.Now().UTC()
+	err := s.Exec(ctx, `INSERT INTO ingest_steps (step, watermark, span_from, span_to, requests, updated_at, version)
+ SELECT ?, ?, ?, ?, ?, ?, ?`, stepCorrelate, sp.Watermark, chTime(sp.From), chTime(sp.To), uint64(requests), now, uint64(now.UnixNano()))
+	if err != nil {
+		return fmt.Errorf("record correlation: %w", err)
 	}
 	return nil
 }

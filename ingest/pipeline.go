@@ -1,17 +1,14 @@
 package ingest
 
 import (
-	"bufio"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -134,7 +131,8 @@ type SourceResult struct {
 	Node     string `json:"node"`
 	Role     string `json:"role"`
 	Format   string `json:"format"`
-	// State is ingested, skipped (already complete) or failed.
+	// State is ingested, skipped (already complete), partial (stored up
+	// to damage, see Error) or failed.
 	State       string    `json:"state"`
 	ResumedFrom int64     `json:"resumed_from,omitempty"`
 	FirstTS     time.Time `json:"first_ts"`
@@ -278,7 +276,11 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 	var all []error
 	for i := range results {
 		res := &results[i]
+		var partial *PartialError
 		switch {
+		case errors.As(errs[i], &partial) && fl.committed[res.SourceID]:
+			res.State, res.Error = "partial", errs[i].Error()
+			all = append(all, fmt.Errorf("%s: %w", res.Path, errs[i]))
 		case errs[i] != nil:
 			res.State, res.Error = "failed", errs[i].Error()
 		case res.State == "pending" && fl.committed[res.SourceID]:
@@ -342,26 +344,43 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		return res, err
 	}
 	defer cleanup()
-	digest, size, err := fileDigest(path)
+	st, err := os.Stat(path)
+	if err != nil {
+		return res, fmt.Errorf("stat: %w", err)
+	}
+	size := st.Size()
+	id, err := identify(ctx, in.store, src, path, in.forcedSince)
 	if err != nil {
 		return res, err
 	}
-	res.SourceID = digest
-	cp, err := loadCheckpoint(ctx, in.store, digest)
-	if err != nil {
-		return res, err
-	}
-	if in.opts.Force && cp.Version < in.forcedSince {
-		cp = checkpoint{SourceID: digest} // from before this forced run: redo
-	}
-	if cp.Complete {
+	res.SourceID = id.key
+	cp := id.cp
+	if cp.Complete && cp.SourceID == id.key && cp.Size == uint64(size) {
 		res.State, res.Format = "skipped", cp.Format
 		res.Counts, res.FirstTS, res.LastTS = cp.Counts, cp.FirstTS, cp.LastTS
 		if p := in.opts.Progress; p != nil {
 			p.Add(size, int64(cp.Records))
 		}
-		in.opts.Logger.Info("source already ingested", slog.String("path", src.Path), slog.String("source_id", digest[:12]))
+		in.opts.Logger.Info("source already ingested", slog.String("path", src.Path), slog.String("source_id", id.key[:12]))
 		return res, nil
+	}
+	if f := cp.File; f != nil && f.TailStatus != "" && cp.SourceID == id.key && cp.Offset > f.ResumeOffset {
+		// Continue at the line that was being written: it is read and
+		// counted again, whole.
+		cp.Offset = f.ResumeOffset
+		cp.Records--
+		switch parse.Status(f.TailStatus) {
+		case parse.StatusParsed:
+			cp.Parsed--
+		case parse.StatusMalformed:
+			cp.Malformed--
+		default:
+			cp.Unknown--
+		}
+	}
+	if id.fork {
+		in.opts.Logger.Warn("file starts like one ingested before but differs later: ingested as a stream of its own",
+			slog.String("path", src.Path))
 	}
 
 	format := src.Format
@@ -371,8 +390,17 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 			return res, err
 		}
 	}
+	parserFormat := format
+	if format == parse.FormatUnknown {
+		// Kept all the same, every line as evidence (status unknown unless
+		// a line happens to be understood): an empty, binary or
+		// unrecognised file is not a reason to lose it.
+		in.opts.Logger.Warn("format not recognised (empty, binary or unknown content): lines kept unparsed; pass --format to parse them",
+			slog.String("path", src.Path))
+		parserFormat = parse.FormatSGLang
+	}
 	res.Format = string(format)
-	parser, err := parse.New(format, parse.ParseOptions{
+	parser, err := parse.New(parserFormat, parse.ParseOptions{
 		Location: src.Location, ClockOffset: src.ClockOffset, Year: src.Year,
 		DefaultTime: modTime(path), Gateway: src.Gateway,
 	})
@@ -380,30 +408,23 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		return res, err
 	}
 
-	f, err := os.Open(path)
+	stream, counted, closeContent, err := openContent(path)
 	if err != nil {
-		return res, fmt.Errorf("open: %w", err)
+		return res, err
 	}
-	defer f.Close()
-	counted := &countingReader{r: f}
-	var stream io.Reader = bufio.NewReaderSize(counted, 256<<10)
-	if isGzip(path) {
-		gz, err := gzip.NewReader(stream)
-		if err != nil {
-			return res, fmt.Errorf("gunzip: %w", err)
-		}
-		defer gz.Close()
-		stream = gz
-	}
+	defer closeContent()
+	hashed := &hashingReader{r: stream, h: sha256.New()}
 
 	run := &sourceRun{
-		in: in, src: src, sourceID: digest, size: uint64(size), path: src.Path, format: format,
-		parser: parser, counted: counted, cp: cp,
-		reader: parse.NewReader(stream, parse.ReaderOptions{SingleLine: singleLine(format)}),
+		in: in, src: src, sourceID: id.stream, key: id.key, size: uint64(size), path: src.Path, format: format,
+		parser: parser, counted: counted, cp: cp, hashed: hashed,
+		file:   &fileState{StreamID: id.stream, HeadLen: uint32(len(id.head)), HeadDigest: hexSum(id.head)},
+		reader: parse.NewReader(hashed, parse.ReaderOptions{SingleLine: singleLine(format)}),
 	}
 	if cp.Offset > 0 {
 		res.ResumedFrom = int64(cp.Offset)
-		in.opts.Logger.Info("resuming source", slog.String("path", src.Path), slog.Uint64("offset", cp.Offset))
+		in.opts.Logger.Info("resuming source", slog.String("path", src.Path), slog.Uint64("offset", cp.Offset),
+			slog.String("stored_by", id.from))
 	}
 	err = run.run(ctx, chunks, free)
 	// Seconds, as ingest_sources stores them: a resumed run reports the
@@ -418,8 +439,9 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 }
 
 // materialize returns a regular file path for src: stdin is copied to a
-// temporary file first, because the digest (the source's identity, part of
-// every line id) must be known before the first row is written.
+// temporary file first, because the source's identity (part of every line
+// id) must be known before the first row is written, and a continued
+// stream's prefix is verified before it.
 func (in *Ingester) materialize(p string) (string, func(), error) {
 	if p != "-" {
 		return p, func() {}, nil
@@ -437,20 +459,6 @@ func (in *Ingester) materialize(p string) (string, func(), error) {
 		return "", nil, fmt.Errorf("spool stdin: %w", err)
 	}
 	return tmp.Name(), func() { os.Remove(tmp.Name()) }, nil
-}
-
-func fileDigest(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, fmt.Errorf("open: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, fmt.Errorf("digest: %w", err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 func isGzip(path string) bool {
@@ -476,27 +484,18 @@ func detect(path string) (parse.Format, error) {
 	if isGzip(path) {
 		gz, err := gzip.NewReader(f)
 		if err != nil {
-			return "", fmt.Errorf("gunzip: %w", err)
+			return parse.FormatUnknown, nil // damaged: reading it reports where
 		}
 		defer gz.Close()
 		r = gz
 	}
 	sample := make([]byte, parse.DetectSampleBytes)
 	n, err := io.ReadFull(r, sample)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) && !isDamage(err) {
 		return "", fmt.Errorf("read sample: %w", err)
 	}
-	fmtd := parse.Detect(sample[:n])
-	if fmtd == parse.FormatUnknown {
-		return "", fmt.Errorf("cannot detect the format of %s (first bytes: %q); pass --format or set format in the manifest",
-			filepath.Base(path), printable(sample[:min(n, 60)]))
-	}
-	return fmtd, nil
+	return parse.Detect(sample[:n]), nil
 }
-
-// printable makes a short sample safe for an error message: control bytes
-// and invalid UTF-8 are escaped by %q.
-func printable(b []byte) string { return strings.ToValidUTF8(string(b), "?") }
 
 func modTime(path string) time.Time {
 	st, err := os.Stat(path)
@@ -519,9 +518,14 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // sourceRun is the state of one source being ingested.
 type sourceRun struct {
-	in       *Ingester
-	src      Source
+	in  *Ingester
+	src Source
+	// sourceID names the stream line ids derive from; key, when set, the
+	// source's checkpoint (a file's node + path + stream).
 	sourceID string
+	key      string
+	file     *fileState // file sources: identity saved with each checkpoint
+	hashed   *hashingReader
 	size     uint64
 	path     string
 	format   parse.Format
@@ -551,13 +555,32 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		return ctx.Err()
 	}
 	var lastProgress, progressRecords int64
+	var damage *PartialError
+	var last lastRecord // the last record emitted
+	var tail *lastRecord
 	send := func(final bool) error {
+		key := r.key
+		if key == "" {
+			key = r.sourceID
+		}
 		cp := checkpoint{
-			SourceID: r.sourceID, Path: r.path, Node: r.src.Node, Role: r.src.Role, Format: string(r.format),
+			SourceID: key, Path: r.path, Node: r.src.Node, Role: r.src.Role, Format: string(r.format),
 			Counts: counts, Offset: uint64(r.reader.Offset()), Size: r.size, Complete: final,
 			FirstTS: firstTS, LastTS: lastTS,
 		}
 		cp.Counts.Bytes = cp.Offset
+		if r.file != nil {
+			f := *r.file
+			f.PrefixLen, f.PrefixDigest = r.hashed.n, r.hashed.digest()
+			f.ResumeOffset, f.TailStatus = cp.Offset, ""
+			if tail != nil {
+				f.ResumeOffset, f.TailStatus = uint64(tail.offset), string(tail.status)
+			}
+			if damage != nil {
+				f.State, f.DamageOffset = statePartial, uint64(damage.Damage)
+			}
+			cp.File = &f
+		}
 		r.cp = cp
 		if p := r.in.opts.Progress; p != nil {
 			p.Add(r.counted.n-lastProgress, progressRecords)
@@ -584,8 +607,14 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 			break
 		}
 		if err != nil {
-			free <- b
-			return fmt.Errorf("read at offset %d: %w", r.reader.Offset(), err)
+			if r.file == nil {
+				free <- b
+				return fmt.Errorf("read at offset %d: %w", r.reader.Offset(), err)
+			}
+			// A damaged .gz or a read error: keep every record read up
+			// to it, committed with a checkpoint marked partial.
+			damage = &PartialError{Path: r.path, Offset: r.reader.Offset(), Damage: r.counted.n, Err: err}
+			break
 		}
 		parsed := safeParse(r.parser, rec)
 		ts := parsed.TS
@@ -598,6 +627,7 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		if rec.Offset < resumeAt {
 			continue // committed before a crash: replayed for state only
 		}
+		last = lastRecord{offset: rec.Offset, status: parsed.Status, ok: true}
 		counts.Records++
 		progressRecords++
 		switch parsed.Status {
@@ -629,8 +659,44 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 			}
 		}
 	}
-	return send(true)
+	if r.file != nil && last.ok && r.hashed.n > 0 && r.hashed.last != '\n' {
+		// The file ends inside a line, most likely one still being
+		// written (or cut by damage). It is stored and counted as read, but a continuation
+		// starts at it (and counts it once): when the file has grown, the
+		// line is read again whole and its rows (same line id) replace
+		// these.
+		tail = &last
+	}
+	if err := send(true); err != nil {
+		return err
+	}
+	if damage != nil {
+		return damage
+	}
+	return nil
 }
+
+type lastRecord struct {
+	offset int64
+	status parse.Status
+	ok     bool
+}
+
+// PartialError reports a source read only up to damage: its records up to
+// Offset (of the content, decompressed) are stored and the source is
+// recorded as partial; Damage is the file byte offset reading reached.
+type PartialError struct {
+	Path   string
+	Offset int64
+	Damage int64
+	Err    error
+}
+
+func (e *PartialError) Error() string {
+	return fmt.Sprintf("partial: read failed at file byte %d, kept records up to content offset %d: %v", e.Damage, e.Offset, e.Err)
+}
+
+func (e *PartialError) Unwrap() error { return e.Err }
 
 // Chunk bounds: small enough that several sources interleave in one flush
 // and memory stays bounded, large enough that channel traffic is cheap.

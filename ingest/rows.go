@@ -9,7 +9,8 @@ import (
 )
 
 // LineID is the stable evidence reference of a record: FNV-64a of the
-// source's digest and the record's byte offset. Re-ingesting the same bytes
+// source's stream (for files: node + digest of the first block, see
+// identity.go) and the record's byte offset. Re-ingesting the same bytes
 // yields the same id, which is what makes ingest idempotent.
 func LineID(sourceID string, offset int64) uint64 {
 	h := fnv.New64a()

@@ -1,7 +1,8 @@
 // Package ingest turns log and metric sources into ClickHouse rows: every
 // record into raw_lines (the evidence), and what the parsers understand into
-// the typed tables. It is idempotent (same source, same keys), resumable
-// (a checkpoint per source in ingest_sources) and bounded in memory.
+// the typed tables. It is idempotent (the same bytes give the same keys,
+// whichever file they arrive in), resumable (a checkpoint per source in
+// file_checkpoints, reported in ingest_sources) and bounded in memory.
 package ingest
 
 import (

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/ingest/parse"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
 func newIngestCmd(a *app) *cobra.Command {
@@ -93,23 +95,11 @@ flags that apply to every PATH.`,
 			}
 			sum, ingestErr := ingest.New(s, opts).Ingest(cmd.Context(), sources)
 			var linked *correlation
-			if w, ok := ingestedWindow(sum); ok && correlate {
-				// Link the requests the new rows belong to, so request_facts
-				// follows a request across nodes without an analyze run.
-				t0 := time.Now()
-				cfg := a.analyzeConfig()
-				// Requests already in whose other side just arrived (a
-				// gateway line a little before the new engine lines) are
-				// within one link margin of the span.
-				if m := cfg.LinkMargin; m > 0 {
-					w.From, w.To = w.From.Add(-m), w.To.Add(m)
+			if correlate {
+				var err error
+				if linked, err = correlateIngested(cmd.Context(), a, s); err != nil {
+					ingestErr = errors.Join(ingestErr, err)
 				}
-				r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
-				n, err := r.Correlate(cmd.Context(), w, time.Hour)
-				if err != nil {
-					ingestErr = errors.Join(ingestErr, fmt.Errorf("link requests (request_facts): %w", err))
-				}
-				linked = &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -152,28 +142,37 @@ type correlation struct {
 	Seconds  float64 `json:"seconds"`
 }
 
-// ingestedWindow is the time span of the sources this run wrote rows for.
-func ingestedWindow(sum ingest.Summary) (analyze.Window, bool) {
-	var w analyze.Window
-	for _, s := range sum.Sources {
-		if s.State != "ingested" && !(s.State == "failed" && s.Records > 0) {
-			continue
-		}
-		if s.FirstTS.IsZero() || s.LastTS.IsZero() {
-			continue
-		}
-		if w.From.IsZero() || s.FirstTS.Before(w.From) {
-			w.From = s.FirstTS
-		}
-		if s.LastTS.After(w.To) {
-			w.To = s.LastTS
-		}
+// correlateIngested links the requests of the time span ingested since the
+// last correlation into request_facts, so request_facts follows a request
+// across nodes without an analyze run. It is a checkpointed step of its own
+// (ingest_steps): a run killed before or during it leaves the span pending
+// and the next ingest, even one that finds every source already complete,
+// finishes it. Linking a span again writes the same facts with a newer
+// version, which replaces the older rows.
+func correlateIngested(ctx context.Context, a *app, s *chstore.Store) (*correlation, error) {
+	sp, ok, err := ingest.PendingCorrelation(ctx, s)
+	if err != nil || !ok {
+		return nil, err
 	}
-	if w.From.IsZero() {
-		return w, false
+	t0 := time.Now()
+	cfg := a.analyzeConfig()
+	w := analyze.Window{From: sp.From, To: sp.To}
+	// Requests already in whose other side just arrived (a gateway line a
+	// little before the new engine lines) are within one link margin of
+	// the span.
+	if m := cfg.LinkMargin; m > 0 {
+		w.From, w.To = w.From.Add(-m), w.To.Add(m)
 	}
-	w.To = w.To.Add(time.Second) // the window's end is exclusive
-	return w, true
+	a.log.Info("linking requests into request_facts", "window", w.String())
+	r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
+	n, err := r.Correlate(ctx, w, time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("link requests (request_facts): %w", err)
+	}
+	if err := ingest.MarkCorrelated(ctx, s, sp, n); err != nil {
+		return nil, fmt.Errorf("link requests (request_facts): %w", err)
+	}
+	return &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}, nil
 }
 
 func printSummary(w io.Writer, sum ingest.Summary) {
@@ -200,7 +199,10 @@ func printSummary(w io.Writer, sum ingest.Summary) {
 	fmt.Fprintf(w, "\n%d records (%d parsed, %d unknown, %d malformed) in %.1fs, %.0f records/s\n",
 		sum.Total.Records, sum.Total.Parsed, sum.Total.Unknown, sum.Total.Malformed, sum.Seconds, rate)
 	for _, s := range sum.Sources {
-		if s.Error != "" {
+		switch {
+		case s.State == "partial":
+			fmt.Fprintf(w, "PARTIAL %s (records up to the damage kept): %s\n", s.Path, s.Error)
+		case s.Error != "":
 			fmt.Fprintf(w, "FAILED %s: %s\n", s.Path, s.Error)
 		}
 	}

@@ -135,7 +135,7 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 // Reset empties every table an ingest writes, so another run starts from
 // the same state as the first.
 func Reset(ctx context.Context, s Store) error {
-	for _, t := range append(floorTables, "nodes", "ingest_sources") {
+	for _, t := range append(floorTables, "nodes", "ingest_sources", "file_checkpoints", "ingest_steps") {
 		if err := s.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
 			return fmt.Errorf("reset %s: %w", t, err)
 		}

@@ -545,6 +545,59 @@ SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.probes ON CLUSTER kvtrail_cluster AS kvtrail.probes_local ENGINE = Distributed(kvtrail_cluster, kvtrail, probes_local, cityHash64(probe_id));
 
+-- 0004_file_streams.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.file_checkpoints_local ON CLUSTER kvtrail_cluster
+(
+    source_id        String,
+    node             LowCardinality(String),
+    path             String,
+    stream_id        String,
+    head_len         UInt32,
+    head_digest      String,
+    prefix_len       UInt64,
+    prefix_digest    String,
+    log_format       LowCardinality(String),
+    first_ts         DateTime,
+    last_ts          DateTime,
+    lines            UInt64,
+    parsed           UInt64,
+    unknown          UInt64,
+    malformed        UInt64,
+    committed_offset UInt64,
+    resume_offset    UInt64,
+    tail_status      LowCardinality(String),
+    size             UInt64,
+    complete         UInt8,
+    state            LowCardinality(String),
+    damage_offset    UInt64,
+    updated_at       DateTime,
+    version          UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/file_checkpoints_local', '{replica}', version)
+PARTITION BY tuple()
+ORDER BY (node, source_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.file_checkpoints ON CLUSTER kvtrail_cluster AS kvtrail.file_checkpoints_local ENGINE = Distributed(kvtrail_cluster, kvtrail, file_checkpoints_local, cityHash64(node));
+
+CREATE TABLE IF NOT EXISTS kvtrail.ingest_steps_local ON CLUSTER kvtrail_cluster
+(
+    step        LowCardinality(String),
+    watermark   UInt64,
+    span_from   DateTime,
+    span_to     DateTime,
+    requests    UInt64,
+    updated_at  DateTime,
+    version     UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/ingest_steps_local', '{replica}', version)
+PARTITION BY tuple()
+ORDER BY step
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.ingest_steps ON CLUSTER kvtrail_cluster AS kvtrail.ingest_steps_local ENGINE = Distributed(kvtrail_cluster, kvtrail, ingest_steps_local, cityHash64(step));
+
 -- 0020_modern_skip_indexes.sql;
 
 ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;

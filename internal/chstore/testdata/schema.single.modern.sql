@@ -503,6 +503,55 @@ PARTITION BY toMonday(ts)
 ORDER BY (ts, probe_id)
 SETTINGS index_granularity = 8192;
 
+-- 0004_file_streams.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.file_checkpoints 
+(
+    source_id        String,
+    node             LowCardinality(String),
+    path             String,
+    stream_id        String,
+    head_len         UInt32,
+    head_digest      String,
+    prefix_len       UInt64,
+    prefix_digest    String,
+    log_format       LowCardinality(String),
+    first_ts         DateTime,
+    last_ts          DateTime,
+    lines            UInt64,
+    parsed           UInt64,
+    unknown          UInt64,
+    malformed        UInt64,
+    committed_offset UInt64,
+    resume_offset    UInt64,
+    tail_status      LowCardinality(String),
+    size             UInt64,
+    complete         UInt8,
+    state            LowCardinality(String),
+    damage_offset    UInt64,
+    updated_at       DateTime,
+    version          UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY (node, source_id)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.ingest_steps 
+(
+    step        LowCardinality(String),
+    watermark   UInt64,
+    span_from   DateTime,
+    span_to     DateTime,
+    requests    UInt64,
+    updated_at  DateTime,
+    version     UInt64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY step
+SETTINGS index_granularity = 8192;
+
 -- 0020_modern_skip_indexes.sql;
 
 ALTER TABLE kvtrail.raw_lines  ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;
