@@ -176,7 +176,48 @@ func glogMessage(msg string) Parsed {
 		t.Peer = strings.TrimPrefix(msg, "Failed to retrieve segment descriptor, name ")
 		t.Reason = msg
 	default:
-		return unknown("")
+		return glogMore(msg, t)
 	}
 	return transferOut(t, "")
+}
+
+// glogMoreHeads are further Mooncake transfer-engine and store failures
+// (checked against Mooncake v0.3.0–v0.3.12 and HEAD 3b5a5941; the file
+// each comes from is noted).
+var glogMoreHeads = [...]struct{ head, event string }{
+	{"Transfer failed for task", "task_failed"},                                      // mooncake-store client.cpp / transfer_task.cpp
+	{"Transfer incomplete, retrying", "transfer_retry"},                              // mooncake-store client.cpp ≤ v0.3.2 (WARNING)
+	{"Failed to submit all transfers, error code is ", "submit_failed"},              // mooncake-store transfer_task.cpp
+	{"Failed to submit transfer task to ", "submit_failed"},                          // transfer_engine multi_transport.cpp
+	{"TcpTransport: ASIO exception: ", "tcp_exception"},                              // tcp_transport.cpp
+	{"Failed to allocate slices for ", "alloc_failed"},                               // mooncake-store client.cpp (put operation / key)
+	{"Failed to allocate buffer for put_batch operation", "alloc_failed"},            // mooncake-store
+	{"Failed to mount segment", "mount_failed"},                                      // mooncake-store client / real_client.cpp
+	{"Transfer failed for key: ", "store_transfer_failed"},                           // mooncake-store client_service.cpp
+	{"Transfer failed, error code is ", "store_transfer_failed"},                     // mooncake-store client_service.cpp
+	{"Handshake rejected by ", "handshake_rejected"},                                 // transfer_metadata.cpp
+	{"Failed to connect to target: ", "connect_failed"},                              // ascend_direct_transport.cpp
+	{"Failed to connect to segment: ", "connect_failed"},                             // ascend_direct_transport.cpp
+	{"Transfer Engine does not support overlapped memory region", "register_failed"}, // transfer_engine.cpp
+}
+
+func glogMore(msg string, t *TransferEvent) Parsed {
+	for _, h := range glogMoreHeads {
+		if !strings.HasPrefix(msg, h.head) {
+			continue
+		}
+		t.Event, t.Reason = h.event, msg
+		switch h.event {
+		case "handshake_rejected":
+			t.Peer, _ = tokenAfter(msg, h.head, ": ")
+		case "connect_failed":
+			t.Peer, _ = tokenAfter(msg, h.head, ", ")
+		case "submit_failed":
+			if strings.HasPrefix(msg, "Failed to submit transfer task to ") {
+				t.Peer, _ = tokenAfter(msg, h.head, " ")
+			}
+		}
+		return transferOut(t, "")
+	}
+	return unknown("")
 }
