@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -115,6 +114,11 @@ type Counts struct {
 	Records   uint64 `json:"records"`
 	Parsed    uint64 `json:"parsed"`
 	Unknown   uint64 `json:"unknown"`
+	// Noise counts recognised lines kvtrail deliberately does not extract
+	// (parse.StatusNoise); Unknown is what is new to kvtrail. Not kept in
+	// ingest_sources: a resumed run recounts it while replaying the
+	// committed prefix, a skipped source reports 0.
+	Noise     uint64 `json:"noise"`
 	Malformed uint64 `json:"malformed"`
 	Bytes     uint64 `json:"bytes"`
 }
@@ -123,6 +127,7 @@ func (c *Counts) add(o Counts) {
 	c.Records += o.Records
 	c.Parsed += o.Parsed
 	c.Unknown += o.Unknown
+	c.Noise += o.Noise
 	c.Malformed += o.Malformed
 	c.Bytes += o.Bytes
 }
@@ -143,6 +148,9 @@ type SourceResult struct {
 	// MalformedReasons counts the most common reasons (capped).
 	MalformedReasons map[string]uint64 `json:"malformed_reasons,omitempty"`
 	Error            string            `json:"error,omitempty"`
+	// Warning: ingested, but no line was recognised (every line kept as
+	// unknown evidence).
+	Warning string `json:"warning,omitempty"`
 }
 
 // Summary is the result of an ingest run.
@@ -315,13 +323,7 @@ func totalSize(sources []Source) int64 {
 
 // singleLine formats are one record per physical line: a leading space
 // there is data, not a traceback continuation.
-func singleLine(f parse.Format) bool {
-	switch f {
-	case parse.FormatGateway, parse.FormatRequestMetrics, parse.FormatPageEvents, parse.FormatPrometheus, parse.FormatModelGateway:
-		return true
-	}
-	return false
-}
+func singleLine(f parse.Format) bool { return parse.SingleLine(f) }
 
 // IngestSource ingests one source, resuming from its checkpoint.
 func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult, error) {
@@ -372,7 +374,7 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		}
 	}
 	res.Format = string(format)
-	parser, err := parse.New(format, parse.ParseOptions{
+	parser, err := parse.NewClassifier(format, parse.ParseOptions{
 		Location: src.Location, ClockOffset: src.ClockOffset, Year: src.Year,
 		DefaultTime: modTime(path), Gateway: src.Gateway,
 	})
@@ -412,6 +414,10 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 	res.MalformedReasons = run.reasons
 	if err != nil {
 		return res, err
+	}
+	if c := res.Counts; c.Records > 0 && c.Parsed+c.Malformed+c.Noise == 0 && res.ResumedFrom == 0 {
+		res.Warning = "no line recognised: every line kept in raw_lines as unknown"
+		in.opts.Logger.Warn("no line recognised", slog.String("path", src.Path), slog.Uint64("lines", c.Records))
 	}
 	res.State = "pending"
 	return res, nil
@@ -486,17 +492,9 @@ func detect(path string) (parse.Format, error) {
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return "", fmt.Errorf("read sample: %w", err)
 	}
-	fmtd := parse.Detect(sample[:n])
-	if fmtd == parse.FormatUnknown {
-		return "", fmt.Errorf("cannot detect the format of %s (first bytes: %q); pass --format or set format in the manifest",
-			filepath.Base(path), printable(sample[:min(n, 60)]))
-	}
-	return fmtd, nil
+	// FormatUnknown is fine: every line is classified by its own shape.
+	return parse.Detect(sample[:n]), nil
 }
-
-// printable makes a short sample safe for an error message: control bytes
-// and invalid UTF-8 are escaped by %q.
-func printable(b []byte) string { return strings.ToValidUTF8(string(b), "?") }
 
 func modTime(path string) time.Time {
 	st, err := os.Stat(path)
@@ -596,6 +594,9 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		}
 		bf, bootChanged := r.boots.Observe(parsed, rec.Offset)
 		if rec.Offset < resumeAt {
+			if parsed.Status == parse.StatusNoise {
+				counts.Noise++ // not in the checkpoint: recounted from the replay
+			}
 			continue // committed before a crash: replayed for state only
 		}
 		counts.Records++
@@ -603,6 +604,8 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		switch parsed.Status {
 		case parse.StatusParsed:
 			counts.Parsed++
+		case parse.StatusNoise:
+			counts.Noise++
 		case parse.StatusMalformed:
 			counts.Malformed++
 			if len(r.reasons) < maxReasons || r.reasons[parsed.Reason] > 0 {
@@ -646,8 +649,12 @@ func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts tim
 	if rec.Truncated {
 		reason = strings.TrimSpace(reason + " (record truncated to the size cap)")
 	}
+	format := r.format
+	if p.Format != "" {
+		format = p.Format // the line's own format in a mixed stream
+	}
 	b.raw = append(b.raw, rawRow{
-		ts: ts, node: node, role: role, format: string(r.format), source: r.path, digest: r.sourceID,
+		ts: ts, node: node, role: role, format: string(format), source: r.path, digest: r.sourceID,
 		offset: uint64(rec.Offset), lineNo: uint64(rec.LineNo), lineID: id, kind: string(p.Kind),
 		status: string(p.Status), reason: reason, rid: p.RID, room: p.BootstrapRoom, line: string(rec.Raw),
 	})
