@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"bytes"
 	"strings"
 )
 
@@ -55,6 +56,18 @@ func (c *Classifier) parser(f Format) (Parser, error) {
 // Parse classifies and parses one record.
 func (c *Classifier) Parse(rec Record) Parsed {
 	line := firstLine(rec.Raw)
+	if k := stripWrapper(line); k > 0 {
+		inner := rec
+		inner.Raw = rec.Raw[k:]
+		out := c.Parse(inner)
+		if out.Family == "" {
+			out.Family = "wrapped"
+		}
+		if strings.TrimSpace(string(inner.Raw)) == "" {
+			out.Status, out.Family = StatusNoise, "wrapped"
+		}
+		return out
+	}
 	fam, known := classifyLine(line, c.hint)
 	var out Parsed
 	switch {
@@ -75,6 +88,12 @@ func (c *Classifier) Parse(rec Record) Parsed {
 		out = unknown("")
 	default:
 		out = c.bare(rec)
+	}
+	if out.Status == StatusUnknown && rec.Lines > 1 && bytes.Contains(rec.Raw, tracebackHead) {
+		// An error record with its traceback: evidence of a crash or a
+		// failed request, read by people, with the exception as the note.
+		out = Parsed{Status: StatusParsed, Kind: KindMarker, Event: "traceback", Reason: lastLine(rec.Raw),
+			TS: out.TS, Format: out.Format, Family: out.Family}
 	}
 	if known {
 		out.Family = fam.Name
@@ -109,6 +128,11 @@ func (c *Classifier) bare(rec Record) Parsed {
 	if out.Status == StatusMalformed {
 		out.Format = FormatSGLang
 		return out
+	}
+	// A Mooncake message without its glog prefix (quoted in a report).
+	if g := glogMessage(strings.TrimSpace(firstLine(rec.Raw))); g.Status == StatusParsed {
+		g.Format, g.Family = FormatGlog, "bare"
+		return g
 	}
 	if sglangNoise(firstLine(rec.Raw)) {
 		return Parsed{Status: StatusNoise, Family: "bare"}

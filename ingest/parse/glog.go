@@ -199,6 +199,10 @@ var glogMoreHeads = [...]struct{ head, event string }{
 	{"Failed to connect to target: ", "connect_failed"},                              // ascend_direct_transport.cpp
 	{"Failed to connect to segment: ", "connect_failed"},                             // ascend_direct_transport.cpp
 	{"Transfer Engine does not support overlapped memory region", "register_failed"}, // transfer_engine.cpp
+	{"Worker: Received context async event ", "context_async_event"},                 // rdma worker_pool.cpp (WARNING)
+	{"SocketHandShakePlugin: connect()", "handshake_connect_failed"},                 // transfer_metadata_plugin.cpp
+	{"Failed to open segment for endpoint=", "open_segment_failed"},                  // mooncake-store transfer_task.cpp
+	{"Failed to submit transfer operation", "submit_failed"},                         // mooncake-store client.cpp
 }
 
 func glogMore(msg string, t *TransferEvent) Parsed {
@@ -212,6 +216,12 @@ func glogMore(msg string, t *TransferEvent) Parsed {
 			t.Peer, _ = tokenAfter(msg, h.head, ": ")
 		case "connect_failed":
 			t.Peer, _ = tokenAfter(msg, h.head, ", ")
+		case "handshake_connect_failed":
+			t.Peer, _ = tokenAfter(msg, h.head, ": ")
+		case "open_segment_failed":
+			t.Peer = strings.Trim(afterKey(msg, h.head), "'")
+		case "context_async_event":
+			t.NIC = strings.TrimSpace(afterKey(msg, " for context "))
 		case "submit_failed":
 			if strings.HasPrefix(msg, "Failed to submit transfer task to ") {
 				t.Peer, _ = tokenAfter(msg, h.head, " ")

@@ -130,8 +130,9 @@ func (r *Reader) Next() (Record, error) {
 			Raw: append([]byte(nil), content...), Truncated: trunc}
 		prev := r.pending
 		r.pending, r.pendTerm = rec, term
-		r.inTB = bytes.HasPrefix(content, tracebackHead)
 		trimmed := bytes.TrimRight(content, " \r")
+		// "Scheduler hit an exception: Traceback (most recent call last):"
+		r.inTB = bytes.HasPrefix(content, tracebackHead) || bytes.HasSuffix(trimmed, tracebackHead)
 		r.inArgs = bytes.Contains(content, serverArgsHead) && !bytes.HasSuffix(trimmed, []byte(")")) && !trunc
 		r.inJSON = len(trimmed) > 0 && (trimmed[len(trimmed)-1] == '{' || trimmed[len(trimmed)-1] == '[') &&
 			(trimmed[0] == '{' || trimmed[0] == '[')

@@ -66,6 +66,7 @@ type Family struct {
 // families of the source's declared or detected format are tried first (the
 // format is a tie-break hint). Keep cheap, specific shapes before broad ones.
 var families = []Family{
+	{Name: "blank", Match: func(l string) bool { return strings.TrimSpace(l) == "" }, Noise: always},
 	{Name: "traceback", Match: func(l string) bool { return strings.HasPrefix(l, "Traceback (most recent call last):") }, Marker: "traceback"},
 	{Name: "sglang-request-json", Format: FormatSGLangJSON, Match: isSGLangRequestJSON},
 	{Name: "sglang", Format: FormatSGLang, Match: isSGLangBracket, Noise: sglangNoise},
@@ -88,6 +89,12 @@ var families = []Family{
 		return l != "" && (l[0] == '{' || l[0] == '[') && strings.Contains(l, `"meta_info"`)
 	}},
 	{Name: "prometheus", Format: FormatPrometheus, Match: isPrometheus},
+	// Other engines' Python logging (vLLM workers next to Mooncake and
+	// Dynamo): "INFO 03-19 17:02:01 cuda.py:230] …", "INFO 11-13 17:04:35 [x.py:84] …".
+	{Name: "vllm", Match: isVLLM, Noise: func(l string) bool { return strings.HasPrefix(l, "INFO ") || strings.HasPrefix(l, "DEBUG ") }},
+	// A fragment of a multi-line record whose head is not in the source
+	// (an excerpt, a rotated file): read for known messages, else noise.
+	{Name: "continuation", Format: FormatSGLang, Match: func(l string) bool { return l != "" && (l[0] == ' ' || l[0] == '\t') }, Noise: always},
 	// Recognised lines with nothing to extract.
 	{Name: "progress-bar", Match: isProgressBar, Noise: always},
 	{Name: "nccl", Match: func(l string) bool { return strings.Contains(l, " NCCL INFO ") || strings.Contains(l, " NCCL WARN ") },
@@ -96,10 +103,77 @@ var families = []Family{
 	{Name: "nixl", Match: func(l string) bool { return strings.HasPrefix(l, "NIXL ") || strings.HasPrefix(l, "[NIXL]") },
 		Noise: func(l string) bool { return strings.HasPrefix(l, "NIXL INFO") || strings.HasPrefix(l, "[NIXL]") }},
 	{Name: "py-spy", Match: isPySpy, Noise: always},
+	// c10 (PyTorch C++) logging: "[rank1]:[W423 08:47:07.223722142 ProcessGroupGloo.cpp:727] Warning: …".
+	{Name: "torch-c10", Match: isC10, Noise: func(l string) bool { return !strings.Contains(l, "]:[E") && !strings.HasPrefix(l, "[E") }},
 	{Name: "python-warning", Match: isPythonWarning, Noise: always},
 }
 
 func always(string) bool { return true }
+
+func isC10(l string) bool {
+	if strings.HasPrefix(l, "[rank") {
+		i := strings.Index(l, "]:[")
+		if i < 0 || i > 12 {
+			return false
+		}
+		l = l[i+2:]
+	}
+	// [W423 08:47:07.2…: the month is not zero-padded.
+	return len(l) > 7 && l[0] == '[' && strings.IndexByte("IWEF", l[1]) >= 0 && isDigits([]byte(l[2:5])) &&
+		(l[5] == ' ' || isDigits([]byte(l[5:6])) && l[6] == ' ')
+}
+
+func isVLLM(l string) bool {
+	lvl, rest, ok := strings.Cut(l, " ")
+	switch lvl {
+	case "INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL":
+	default:
+		return false
+	}
+	// MM-DD HH:MM:SS
+	return ok && len(rest) > 15 && rest[2] == '-' && rest[5] == ' ' && rest[8] == ':' && rest[11] == ':' &&
+		isDigits([]byte(rest[0:2])) && isDigits([]byte(rest[3:5]))
+}
+
+// stripWrapper removes what a launcher or collector put in front of a
+// process's own line: docker compose ("sglang-1  | "), Ray and vLLM worker
+// tags ("(SGLangWorker pid=1107016) "), kubectl --prefix ("[pod/p/c] ").
+// It returns the number of bytes removed.
+func stripWrapper(l string) int {
+	n := 0
+	for range 3 {
+		rest := l[n:]
+		k := 0
+		switch {
+		case strings.HasPrefix(rest, "("):
+			e := strings.Index(rest, ") ")
+			if e > 0 && e < 80 && strings.Contains(rest[:e], " pid=") {
+				k = e + 2
+			}
+		case strings.HasPrefix(rest, "[pod/"):
+			if e := strings.Index(rest, "] "); e > 0 {
+				k = e + 2
+			}
+		default:
+			if e := strings.Index(rest, " | "); e > 0 && e < 64 {
+				name := strings.TrimRight(rest[:e], " ")
+				if name != "" && !strings.ContainsAny(name, " []") {
+					k = e + 3
+					if k < len(rest) && rest[k] == ' ' && e+4 <= len(rest) && strings.TrimSpace(rest[k:]) == "" {
+						k = len(rest)
+					}
+				}
+			} else if strings.HasSuffix(rest, " |") && len(rest) < 64 && !strings.ContainsAny(strings.TrimRight(rest[:len(rest)-2], " "), " []") {
+				k = len(rest) // "sglang-1  |": an empty line of the service
+			}
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+	}
+	return n
+}
 
 // Families returns the registered line families in match order.
 func Families() []Family { return append([]Family(nil), families...) }
@@ -179,7 +253,7 @@ func tracingNoise(l string) bool {
 // by Dynamo's Python workers: "2025-…Z  INFO memory_pool._finalize_allocation_log: …".
 func isPythonLogging(l string) bool {
 	_, _, ok := dateLevel(l)
-	return ok
+	return ok && !isRustTracing(l)
 }
 
 func isUvicorn(l string) bool {
@@ -248,6 +322,8 @@ var sglangNoiseMessages = []string{
 	"Worker process", "Model is", "FlashInfer", "flashinfer", "Parameter ",
 	"#parameters", "Skipping import", "Model config", "Register",
 	"Tokenizer", "Config", "NCCL version", "sglang version", "SGLang version", "Capture ", "Sleep", "Warmup",
+	"Mooncake store setup", "Mooncake store warmup", "Connect to Mooncake store", "MOE_RUNNER_BACKEND",
+	"sglang is using nccl", "Found local HF snapshot", "Pyspy dump for PID", "WARNING:  Invalid HTTP request",
 }
 
 // sglangNoise reports whether an SGLang line's message is known noise.
