@@ -20,6 +20,9 @@ type Classifier struct {
 	hint    Format
 	opts    ParseOptions
 	parsers map[Format]Parser // one per format, created on first use (they keep per-stream state)
+	// glogSeen: the stream holds glog lines, so full timestamps of other
+	// lines are passed to the glog parser as its year.
+	glogSeen bool
 }
 
 // NewClassifier returns a Classifier for a source whose format is hint
@@ -103,6 +106,17 @@ func (c *Classifier) Parse(rec Record) Parsed {
 	}
 	if out.Format == "" {
 		out.Format = c.hint
+	}
+	if out.Format != FormatGlog && !out.TS.IsZero() {
+		if g, ok := c.parsers[FormatGlog].(*glogParser); ok {
+			g.observeYear(out.TS)
+		} else if c.hint == FormatGlog || c.glogSeen {
+			g, _ := c.parser(FormatGlog)
+			g.(*glogParser).observeYear(out.TS)
+		}
+	}
+	if out.Format == FormatGlog {
+		c.glogSeen = true
 	}
 	return out
 }

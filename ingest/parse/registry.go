@@ -72,7 +72,10 @@ var families = []Family{
 	{Name: "sglang", Format: FormatSGLang, Match: isSGLangBracket, Noise: sglangNoise},
 	{Name: "mooncake-glog", Format: FormatGlog, Match: isGlog, Noise: glogNoise},
 	{Name: "rust-tracing", Format: FormatModelGateway, Match: isRustTracing, Noise: tracingNoise},
-	{Name: "python-logging", Format: FormatSGLang, Match: isPythonLogging, Noise: sglangNoise},
+	{Name: "python-logging", Format: FormatSGLang, Match: isPythonLogging, Noise: func(l string) bool {
+		lvl, _, _ := dateLevel(l)
+		return lvl == "INFO" || lvl == "DEBUG" || sglangNoise(l)
+	}},
 	{Name: "uvicorn", Format: FormatSGLang, Match: isUvicorn, Noise: func(l string) bool { return strings.HasPrefix(l, "INFO:") }},
 	{Name: "request-metrics", Format: FormatRequestMetrics, Match: jsonWith(`"request_parameters"`)},
 	{Name: "page-events", Format: FormatPageEvents, Match: func(l string) bool {
@@ -220,8 +223,18 @@ func dateLevel(l string) (level, rest string, ok bool) {
 		return "", "", false
 	}
 	rest = strings.TrimLeft(l[i:], " ")
-	// Python logging puts a comma or " - " around the level in some formats.
-	rest = strings.TrimPrefix(rest, "- ")
+	// "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
+	if strings.HasPrefix(rest, "- ") {
+		rest = rest[2:]
+		if j := strings.Index(rest, " - "); j > 0 && j < 60 {
+			if lvl, msg, ok := strings.Cut(rest[j+3:], " - "); ok {
+				switch lvl {
+				case "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL":
+					return lvl, rest[:j] + ": " + msg, true
+				}
+			}
+		}
+	}
 	for _, lvl := range [...]string{"TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "CRITICAL"} {
 		if strings.HasPrefix(rest, lvl+" ") || strings.HasPrefix(rest, lvl+":") {
 			return lvl, strings.TrimLeft(rest[len(lvl)+1:], " "), true
