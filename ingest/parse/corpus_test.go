@@ -237,10 +237,10 @@ func isForensic(raw string) bool {
 // (parsed or known noise) and the unknown shapes, for review.
 func TestCorpusCoverage(t *testing.T) {
 	files := readCorpus(t)
-	var lines, records, forensic, forensicParsed, classified, threads int
-	versions := map[string]bool{}
+	var lines, records, forensic, forensicParsed, classified int
+	versions, threads := map[string]bool{}, map[string]bool{}
 	for _, cf := range files {
-		threads++
+		threads[cf.url] = true
 		if cf.version != "-" && cf.version != "" {
 			versions[cf.version] = true
 		}
@@ -266,7 +266,7 @@ func TestCorpusCoverage(t *testing.T) {
 		lines += cf.physical
 	}
 	t.Logf("corpus: %d lines, %d records, %d threads, %d SGLang versions; forensic %d/%d parsed; classified %d/%d records (%.1f%%)",
-		lines, records, threads, len(versions), forensicParsed, forensic, classified, records, 100*float64(classified)/float64(records))
+		lines, records, len(threads), len(versions), forensicParsed, forensic, classified, records, 100*float64(classified)/float64(records))
 	if forensic == 0 || float64(forensicParsed) < 0.98*float64(forensic) {
 		t.Errorf("forensic records parsed: %d of %d, want ≥ 98%%", forensicParsed, forensic)
 	}
