@@ -111,16 +111,16 @@ func New(store Store, opts Options) *Ingester {
 
 // Counts are per-source or per-format record counters.
 type Counts struct {
-	Records uint64 `json:"records"`
-	Parsed  uint64 `json:"parsed"`
-	Unknown uint64 `json:"unknown"`
+	Records   uint64 `json:"records"`
+	Parsed    uint64 `json:"parsed"`
+	Unknown   uint64 `json:"unknown"`
+	Malformed uint64 `json:"malformed"`
+	Bytes     uint64 `json:"bytes"`
 	// Noise counts recognised lines kvtrail deliberately does not extract
 	// (parse.StatusNoise); Unknown is what is new to kvtrail. Not kept in
 	// ingest_sources: a resumed run recounts it while replaying the
 	// committed prefix, a skipped source reports 0.
-	Noise     uint64 `json:"noise"`
-	Malformed uint64 `json:"malformed"`
-	Bytes     uint64 `json:"bytes"`
+	Noise uint64 `json:"noise"`
 }
 
 func (c *Counts) add(o Counts) {
