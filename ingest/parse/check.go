@@ -78,7 +78,7 @@ const maxShapeKeys = 10000
 // first DetectSampleBytes as the hint unless hint is set, then the
 // Classifier) and reports the counts. It fails only on a read error.
 func Check(path string, r io.Reader, hint Format, opts ParseOptions) (CheckReport, error) {
-	rep := CheckReport{Path: path}
+	rep := CheckReport{Path: path, Families: []FamilyCounts{}, Shapes: []ShapeGroup{}} // [] rather than null in JSON
 	sample := make([]byte, DetectSampleBytes)
 	n, err := io.ReadFull(r, sample)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
