@@ -74,7 +74,7 @@ func (c *Classifier) Parse(rec Record) Parsed {
 	fam, known := classifyLine(line, c.hint)
 	var out Parsed
 	switch {
-	case known && fam.Format != FormatUnknown:
+	case known && fam.Format != "" && fam.Format != FormatUnknown:
 		p, err := c.parser(fam.Format)
 		if err != nil { // a format of the registry always builds; keep the line anyway
 			out = unknown(err.Error())

@@ -369,6 +369,15 @@ func classifyLine(line string, hint Format) (Family, bool) {
 				return f, true
 			}
 		}
+		// A JSON object in a source declared as a JSON format is that
+		// format's, whatever fields it has (a user's access log read through
+		// a field mapping need not look like any known shape).
+		if line != "" && line[0] == '{' {
+			switch hint {
+			case FormatGateway, FormatRequestMetrics, FormatPageEvents:
+				return Family{Name: string(hint), Format: hint, Match: func(string) bool { return true }}, true
+			}
+		}
 	}
 	for _, f := range families {
 		if f.Match(line) {
