@@ -114,12 +114,18 @@ type Counts struct {
 	Unknown   uint64 `json:"unknown"`
 	Malformed uint64 `json:"malformed"`
 	Bytes     uint64 `json:"bytes"`
+	// Noise counts recognised lines kvtrail deliberately does not extract
+	// (parse.StatusNoise); Unknown is what is new to kvtrail. Not kept in
+	// ingest_sources: a resumed run recounts it while replaying the
+	// committed prefix, a skipped source reports 0.
+	Noise uint64 `json:"noise"`
 }
 
 func (c *Counts) add(o Counts) {
 	c.Records += o.Records
 	c.Parsed += o.Parsed
 	c.Unknown += o.Unknown
+	c.Noise += o.Noise
 	c.Malformed += o.Malformed
 	c.Bytes += o.Bytes
 }
@@ -141,6 +147,9 @@ type SourceResult struct {
 	// MalformedReasons counts the most common reasons (capped).
 	MalformedReasons map[string]uint64 `json:"malformed_reasons,omitempty"`
 	Error            string            `json:"error,omitempty"`
+	// Warning: ingested, but no line was recognised (every line kept as
+	// unknown evidence).
+	Warning string `json:"warning,omitempty"`
 }
 
 // Summary is the result of an ingest run.
@@ -317,13 +326,7 @@ func totalSize(sources []Source) int64 {
 
 // singleLine formats are one record per physical line: a leading space
 // there is data, not a traceback continuation.
-func singleLine(f parse.Format) bool {
-	switch f {
-	case parse.FormatGateway, parse.FormatRequestMetrics, parse.FormatPageEvents, parse.FormatPrometheus, parse.FormatModelGateway:
-		return true
-	}
-	return false
-}
+func singleLine(f parse.Format) bool { return parse.SingleLine(f) }
 
 // IngestSource ingests one source, resuming from its checkpoint.
 func (in *Ingester) IngestSource(ctx context.Context, src Source) (SourceResult, error) {
@@ -390,17 +393,8 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 			return res, err
 		}
 	}
-	parserFormat := format
-	if format == parse.FormatUnknown {
-		// Kept all the same, every line as evidence (status unknown unless
-		// a line happens to be understood): an empty, binary or
-		// unrecognised file is not a reason to lose it.
-		in.opts.Logger.Warn("format not recognised (empty, binary or unknown content): lines kept unparsed; pass --format to parse them",
-			slog.String("path", src.Path))
-		parserFormat = parse.FormatSGLang
-	}
 	res.Format = string(format)
-	parser, err := parse.New(parserFormat, parse.ParseOptions{
+	parser, err := parse.NewClassifier(format, parse.ParseOptions{
 		Location: src.Location, ClockOffset: src.ClockOffset, Year: src.Year,
 		DefaultTime: modTime(path), Gateway: src.Gateway,
 	})
@@ -433,6 +427,10 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 	res.MalformedReasons = run.reasons
 	if err != nil {
 		return res, err
+	}
+	if c := res.Counts; c.Records > 0 && c.Parsed+c.Malformed+c.Noise == 0 && res.ResumedFrom == 0 {
+		res.Warning = "no line recognised: every line kept in raw_lines as unknown"
+		in.opts.Logger.Warn("no line recognised", slog.String("path", src.Path), slog.Uint64("lines", c.Records))
 	}
 	res.State = "pending"
 	return res, nil
@@ -494,6 +492,7 @@ func detect(path string) (parse.Format, error) {
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) && !isDamage(err) {
 		return "", fmt.Errorf("read sample: %w", err)
 	}
+	// FormatUnknown is fine: every line is classified by its own shape.
 	return parse.Detect(sample[:n]), nil
 }
 
@@ -625,6 +624,9 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		}
 		bf, bootChanged := r.boots.Observe(parsed, rec.Offset)
 		if rec.Offset < resumeAt {
+			if parsed.Status == parse.StatusNoise {
+				counts.Noise++ // not in the checkpoint: recounted from the replay
+			}
 			continue // committed before a crash: replayed for state only
 		}
 		last = lastRecord{offset: rec.Offset, status: parsed.Status, ok: true}
@@ -633,6 +635,8 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		switch parsed.Status {
 		case parse.StatusParsed:
 			counts.Parsed++
+		case parse.StatusNoise:
+			counts.Noise++
 		case parse.StatusMalformed:
 			counts.Malformed++
 			if len(r.reasons) < maxReasons || r.reasons[parsed.Reason] > 0 {
@@ -712,8 +716,12 @@ func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts tim
 	if rec.Truncated {
 		reason = strings.TrimSpace(reason + " (record truncated to the size cap)")
 	}
+	format := r.format
+	if p.Format != "" {
+		format = p.Format // the line's own format in a mixed stream
+	}
 	b.raw = append(b.raw, rawRow{
-		ts: ts, node: node, role: role, format: string(r.format), source: r.path, digest: r.sourceID,
+		ts: ts, node: node, role: role, format: string(format), source: r.path, digest: r.sourceID,
 		offset: uint64(rec.Offset), lineNo: uint64(rec.LineNo), lineID: id, kind: string(p.Kind),
 		status: string(p.Status), reason: reason, rid: p.RID, room: p.BootstrapRoom, line: string(rec.Raw),
 	})

@@ -204,7 +204,7 @@ func (s *PushSink) stream(ctx context.Context, e push.Entry) (*pushStream, error
 				f = parse.FormatSGLang // kept as evidence; unknown lines stay "unknown"
 			}
 		}
-		p, err := parse.New(f, parse.ParseOptions{DefaultTime: e.Ts})
+		p, err := parse.NewClassifier(f, parse.ParseOptions{DefaultTime: e.Ts}) // each pushed line by its own shape
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", labels, err)
 		}
@@ -271,6 +271,8 @@ func (s *PushSink) addEntry(b *Batch, st *pushStream, e push.Entry) {
 		c.Parsed++
 	case parse.StatusMalformed:
 		c.Malformed++
+	case parse.StatusNoise:
+		c.Noise++
 	default:
 		c.Unknown++
 	}

@@ -18,6 +18,10 @@ type Config struct {
 	Decode     int
 	OutDir     string
 	PageEvents bool // write page-events/<node>.jsonl (engine debug tracing)
+	// MooncakeSeparate writes each node's Mooncake transfer-engine glog
+	// lines to <node>.mooncake.log. By default they go into the engine's
+	// own log, interleaved, as a process logging with 2>&1 writes them.
+	MooncakeSeparate bool
 }
 
 // Limits on overrides: they keep one run's memory and file count bounded.

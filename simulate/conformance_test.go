@@ -29,9 +29,9 @@ var sglKinds = []struct {
 	{"load_begin", regexp.MustCompile(`^Load weight begin\. avail mem=\d+\.\d{2} GB$`)},
 	{"load_end", regexp.MustCompile(`^Load weight end\. (?:elapsed=[\d.]+ s, )?type=\w+, (?:dtype=[\w.]+, |quant=\w+, )?avail mem=[\d.]+ GB, mem usage=[\d.]+ GB\.$`)},
 	{"kv_alloc", regexp.MustCompile(`^KV Cache is allocated\. (?:dtype: [\w.]+, )?#tokens: \d+, (?:K size: [\d.]+ GB, V size: [\d.]+ GB|KV size: [\d.]+ GB)$`)},
-	{"mem_pool_end", regexp.MustCompile(`^Memory pool end\. avail mem=-?[\d.]+ GB$`)},
-	{"limits", regexp.MustCompile(`max_total_num_tokens=\d+, chunked_prefill_size=-?\d+, max_prefill_tokens=\d+, max_running_requests=\d+, context_len=\d+(?:, available_gpu_mem=-?[\d.]+ GB)?$`)},
-	{"cuda_graph", regexp.MustCompile(`^Capture cuda graph begin\. This can take up to several minutes\. avail mem=-?[\d.]+ GB$`)},
+	{"mem_pool_end", regexp.MustCompile(`^Memory pool end\. avail mem=[\d.]+ GB$`)},
+	{"limits", regexp.MustCompile(`max_total_num_tokens=\d+, chunked_prefill_size=-?\d+, max_prefill_tokens=\d+, max_running_requests=\d+, context_len=\d+(?:, available_gpu_mem=[\d.]+ GB)?$`)},
+	{"cuda_graph", regexp.MustCompile(`^Capture cuda graph begin\. This can take up to several minutes\. avail mem=[\d.]+ GB$`)},
 	{"ready", regexp.MustCompile(`^The server is fired up and ready to roll!$`)},
 	{"prefill_batch", regexp.MustCompile(`^Prefill batch(?: \[\d+\])?[.,] #new-seq: \d+, #new-token: \d+, #cached-token: \d+, (?:[#a-z][a-z\- ()/]*: [\w.]+(?:, |$))+$`)},
 	{"decode_batch", regexp.MustCompile(`^Decode batch(?: \[\d+\])?[.,] #running-req: \d+, (?:[#a-z][a-z\- ()/]*: [\w.]+(?:, |$))+$`)},
@@ -45,6 +45,16 @@ var sglKinds = []struct {
 	{"request_json", regexp.MustCompile(`^\{"timestamp": "\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?", "event": "request\.(?:received|finished)", "rid": "[0-9a-f]{32}", .*\}$`)},
 	{"traceback_head", regexp.MustCompile(`^Scheduler hit an exception: Traceback \(most recent call last\):$`)},
 	{"sigquit", regexp.MustCompile(`^Received sigquit from a child process\. It usually means the child failed\.$`)},
+	{"startup_noise", regexp.MustCompile(`^(?:Using default HuggingFace chat template with detected content format: \w+|Init torch distributed begin\.|Using model weights format \['\*\.safetensors'\]|Using KV cache dtype: [\w.]+|Capture cuda graph end\. Time elapsed: [\d.]+ s\. mem usage=[\d.]+ GB\. avail mem=[\d.]+ GB\.|INFO:     (?:Started server process \[\d+\]|Waiting for application startup\.|Application startup complete\.|Uvicorn running on http://[\d.:]+ \(Press CTRL\+C to quit\)))$`)},
+}
+
+// unprefixedNoise: what torch, tqdm and glog print into the same stream
+// without SGLang's prefix (the forms seen in public reports).
+var unprefixedNoise = []*regexp.Regexp{
+	regexp.MustCompile(`^\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. Expected number of connected peer ranks is : \d+$`),
+	regexp.MustCompile(`^Loading safetensors checkpoint shards: +\d+% Completed \| \d+/\d+ \[\d\d:\d\d<\d\d:\d\d, +[\d.]+it/s\]$`),
+	regexp.MustCompile(`^Capturing batches \(bs=\d+ avail_mem=[\d.]+ GB\): +\d+%\|[█ ]+\| \d+/\d+ \[\d\d:\d\d<\d\d:\d\d, +[\d.]+it/s\]$`),
+	regexp.MustCompile(`^WARNING: Logging before InitGoogleLogging\(\) is written to STDERR$`),
 }
 
 var unprefixed = []*regexp.Regexp{ // Python traceback body
@@ -55,7 +65,7 @@ var unprefixed = []*regexp.Regexp{ // Python traceback body
 	regexp.MustCompile(`^$`),
 }
 
-var glogRe = regexp.MustCompile(`^[IWEF](?:\d{8}|\d{4}) \d{2}:\d{2}:\d{2}\.\d{6} \d+ [\w.]+:\d+\] (?:Worker: Process failed for slice \(opcode: \d+, source_addr: 0x[0-9a-f]+, length: \d+, dest_addr: 0x[0-9a-f]+, local_nic: \w+, peer_nic: [\d.]+:\d+@\w+, dest_rkey: \d+, retry_cnt: \d+(?:, max_retry_cnt: \d+)?\): [a-z ]+|Transfer Engine parseHostNameWithPort\. server_name: \S+ port: \d+|Transfer Engine RPC using P2P handshake, listening on [\d.:]+|Auto-discovering topology\.\.\.|Topology discovery complete\. Found \d+ HCAs\.)$`)
+var glogRe = regexp.MustCompile(`^[IWEF](?:\d{8}|\d{4}) \d{2}:\d{2}:\d{2}\.\d{6} \d+ [\w.]+:\d+\] (?:Worker: Process failed for slice \(opcode: \d+, source_addr: 0x[0-9a-f]+, length: \d+, dest_addr: 0x[0-9a-f]+, local_nic: \w+, peer_nic: [\d.]+:\d+@\w+, dest_rkey: \d+, retry_cnt: \d+(?:, max_retry_cnt: \d+)?\): [a-z ]+|Transfer Engine parseHostNameWithPort\. server_name: \S+ port: \d+|Metrics reporting is disabled \(set MC_TE_METRIC=1 to enable\)|Find best gid index: \d+ on mlx5_\d+/|RDMA device: mlx5_\d+, LID: \d+, GID: \(GID_Index \d+\) [0-9a-f:]+|Transfer Engine RPC using P2P handshake, listening on [\d.:]+|Auto-discovering topology\.\.\.|Topology discovery complete\. Found \d+ HCAs\.)$`)
 
 func classifySGLang(line string) string {
 	m := sglPrefix.FindStringSubmatch(line)
@@ -66,6 +76,11 @@ func classifySGLang(line string) string {
 		for _, re := range unprefixed {
 			if re.MatchString(line) {
 				return "traceback_body"
+			}
+		}
+		for _, re := range unprefixedNoise {
+			if re.MatchString(line) {
+				return "stream_noise"
 			}
 		}
 		return ""
@@ -123,10 +138,19 @@ func TestConformanceOutput(t *testing.T) {
 				if glogRe.MatchString(l) {
 					return "glog"
 				}
+				if l == "WARNING: Logging before InitGoogleLogging() is written to STDERR" {
+					return "stream_noise"
+				}
 				return ""
 			}
 		case strings.HasSuffix(name, ".log"):
-			check = classifySGLang
+			// One process stream: Mooncake's glog lines among SGLang's.
+			check = func(l string) string {
+				if glogRe.MatchString(l) {
+					return "glog"
+				}
+				return classifySGLang(l)
+			}
 		case strings.HasPrefix(name, "gateway-"):
 			check = checkGatewayLine
 		case strings.HasSuffix(filepath.Dir(p), "page-events"):
@@ -161,7 +185,7 @@ func TestConformanceOutput(t *testing.T) {
 	}
 	for _, want := range []string{"server_args", "kv_alloc", "limits", "prefill_batch", "decode_batch", "reject",
 		"transfer_failed", "access", "receive", "finish", "request_json", "traceback_head", "traceback_body",
-		"garbage", "glog", "gateway", "page_event", "prometheus", "corruption"} {
+		"garbage", "glog", "gateway", "page_event", "prometheus", "corruption", "startup_noise", "stream_noise"} {
 		if kinds[want] == 0 {
 			t.Errorf("output has no %s lines", want)
 		}

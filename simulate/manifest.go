@@ -34,7 +34,7 @@ func (s *sim) manifest() Manifest {
 		off := time.Duration(-n.log.skew).String()
 		m.Sources = append(m.Sources,
 			ManifestSource{Path: n.log.rel, Format: "sglang", Node: n.name, Role: n.role.String(), Endpoints: eps, Timezone: "UTC", ClockOffset: off})
-		if n.mc != nil {
+		if n.mc != nil && n.mc != n.log {
 			m.Sources = append(m.Sources,
 				ManifestSource{Path: n.mc.rel, Format: "mooncake", Node: n.name, Role: n.role.String(), Endpoints: eps, Timezone: "UTC", ClockOffset: off, Year: year})
 		}

@@ -49,10 +49,14 @@ func newSim(cfg Config) (*sim, error) {
 		if n.log, err = newLineWriter(cfg.OutDir, n.name+".log", s.base, skew); err != nil {
 			return nil, err
 		}
-		if n.role != roleUnified {
+		switch {
+		case n.role == roleUnified:
+		case cfg.MooncakeSeparate:
 			if n.mc, err = newLineWriter(cfg.OutDir, n.name+".mooncake.log", s.base, skew); err != nil {
 				return nil, err
 			}
+		default:
+			n.mc = n.log // one process stream: glog lines interleaved with SGLang's
 		}
 		if cfg.PageEvents && n.role == roleDecode {
 			if n.pe, err = newLineWriter(cfg.OutDir, filepath.Join("page-events", n.name+".jsonl"), s.base, skew); err != nil {
@@ -156,7 +160,11 @@ func (s *sim) loop(ctx context.Context) error {
 func (s *sim) writers() []*lineWriter {
 	var out []*lineWriter
 	for _, n := range s.nodes {
-		for _, lw := range []*lineWriter{n.log, n.mc, n.pe} {
+		mc := n.mc
+		if mc == n.log {
+			mc = nil // the engine stream, listed once
+		}
+		for _, lw := range []*lineWriter{n.log, mc, n.pe} {
 			if lw != nil {
 				out = append(out, lw)
 			}

@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -55,6 +56,14 @@ func (n *node) startup(t int64) int64 {
 	}
 	n.linef(t, -1, "server_args=ServerArgs(model_path='%s', tokenizer_path='%s', tokenizer_mode='auto', skip_tokenizer_init=False, load_format='auto', trust_remote_code=True, dtype='auto', quantization='%s', context_length=None, device='cuda', served_model_name='glm-5.2', host='%s', port=30000, mem_fraction_static=%v, max_running_requests=None, max_total_tokens=None, chunked_prefill_size=8192, max_prefill_tokens=16384, schedule_policy='fcfs', page_size=%d, tp_size=%d, pp_size=1, dp_size=%d, ep_size=%d, enable_dp_attention=%s, load_balance_method='follow_bootstrap_room', allow_auto_truncate=False, log_level='info', log_requests=True, log_requests_level=%d%s, enable_metrics=True, disaggregation_mode=%s, disaggregation_transfer_backend='mooncake', disaggregation_bootstrap_port=8998, disaggregation_ib_device='mlx5_0')",
 		b.model, b.model, b.quant, n.host, b.memFrac, pageSize, tp, n.dp, n.dp, dpAttn, n.reqLevel, fmtArgs, mode)
+	n.linef(t+sec, -1, "Using default HuggingFace chat template with detected content format: string")
+	for r := 0; r < n.dp; r++ {
+		n.linef(t+2*sec-sec/10, r, "Init torch distributed begin.")
+	}
+	// torch.distributed's Gloo groups report on stderr, without a prefix.
+	for r := 0; r < min(n.dp, 4); r++ {
+		n.log.writeLine(fmt.Appendf(n.log.buf[:0], "[Gloo] Rank %d is connected to %d peer ranks. Expected number of connected peer ranks is : %d", r, n.dp-1, n.dp-1))
+	}
 	for r := 0; r < n.dp; r++ {
 		if n.version == v052 {
 			n.linef(t+2*sec, r, "Init torch distributed ends. mem usage=0.00 GB")
@@ -62,31 +71,63 @@ func (n *node) startup(t int64) int64 {
 			n.linef(t+2*sec, r, "Init torch distributed ends. elapsed=2.%02d s, mem usage=0.00 GB", 10+r)
 		}
 	}
-	n.linef(t+4*sec, 0, "Load weight begin. avail mem=78.12 GB")
+	// Memory figures follow from one GPU size, so none of them can go
+	// negative: mem_fraction_static of the GPU holds weights and KV pool.
 	weights := 46.72
 	if b.quant == "w4afp8" {
 		weights = 31.05
 	}
-	if n.version == v052 {
-		n.linef(t+40*sec, 0, "Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", 78.12-weights, weights)
-	} else {
-		n.linef(t+40*sec, 0, "Load weight end. elapsed=36.%02d s, type=GlmMoeDsaForCausalLM, quant=%s, avail mem=%.2f GB, mem usage=%.2f GB.", n.idx, b.quant, 78.12-weights, weights)
-	}
 	kvGB := float64(b.pool) * kvBytesPerToken / (1 << 30) / float64(max(1, n.dp))
+	gpuGB := (weights + kvGB) / b.memFrac
+	before := gpuGB * 0.985 // what CUDA context and NCCL leave
+	n.linef(t+4*sec, 0, "Load weight begin. avail mem=%.2f GB", before)
+	n.linef(t+4*sec, 0, "Using model weights format ['*.safetensors']")
+	const shards = 4
+	for i := 0; i <= shards; i++ {
+		n.log.writeLine(fmt.Appendf(n.log.buf[:0], "Loading safetensors checkpoint shards: %3d%% Completed | %d/%d [00:%02d<00:%02d, %5.2fit/s]",
+			100*i/shards, i, shards, 9*i, 9*(shards-i), 0.11))
+	}
+	if n.version == v052 {
+		n.linef(t+40*sec, 0, "Load weight end. type=GlmMoeDsaForCausalLM, dtype=torch.bfloat16, avail mem=%.2f GB, mem usage=%.2f GB.", before-weights, weights)
+	} else {
+		n.linef(t+40*sec, 0, "Load weight end. elapsed=36.%02d s, type=GlmMoeDsaForCausalLM, quant=%s, avail mem=%.2f GB, mem usage=%.2f GB.", n.idx, b.quant, before-weights, weights)
+	}
+	n.linef(t+41*sec, 0, "Using KV cache dtype: torch.float8_e4m3fn")
 	if n.version == v0518 {
 		n.linef(t+42*sec, 0, "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: %d, KV size: %.2f GB", b.pool, kvGB)
 	} else {
 		n.linef(t+42*sec, 0, "KV Cache is allocated. #tokens: %d, K size: %.2f GB, V size: %.2f GB", b.pool, kvGB/2, kvGB/2)
 	}
-	avail := 78.12 - weights - kvGB
+	avail := before - weights - kvGB
 	n.linef(t+42*sec, 0, "Memory pool end. avail mem=%.2f GB", avail)
-	n.linef(t+43*sec, 0, "max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
-		b.pool, 4096, contextLen, avail-0.57)
-	if n.role != rolePrefill {
-		n.linef(t+50*sec, 0, "Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail-0.6)
+	if n.mc != nil && n.mc == n.log {
+		n.writeMooncakeStartup(t + 42*sec + sec/2) // the KV manager creates the transfer engine
 	}
+	graph := 0.0
+	if n.role != rolePrefill {
+		n.linef(t+43*sec, 0, "Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", avail)
+		bs := []int{1, 2, 4, 8, 16, 32}
+		for i, x := range bs {
+			graph = 0.05 * float64(i+1)
+			n.log.writeLine(fmt.Appendf(n.log.buf[:0], "Capturing batches (bs=%d avail_mem=%.2f GB): %3d%%|%s| %d/%d [00:%02d<00:00,  %.2fit/s]",
+				x, avail-graph, 100*(i+1)/len(bs), progressBar(i+1, len(bs)), i+1, len(bs), i+1, 4.1))
+		}
+		n.linef(t+50*sec, 0, "Capture cuda graph end. Time elapsed: 6.%02d s. mem usage=%.2f GB. avail mem=%.2f GB.", n.idx%100, graph, avail-graph)
+	}
+	n.linef(t+51*sec, 0, "max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=%d, context_len=%d, available_gpu_mem=%.2f GB",
+		b.pool, 4096, contextLen, avail-graph)
+	n.linef(t+52*sec, -1, "INFO:     Started server process [%d]", 2600+n.idx)
+	n.linef(t+52*sec, -1, "INFO:     Waiting for application startup.")
+	n.linef(t+52*sec, -1, "INFO:     Application startup complete.")
+	n.linef(t+52*sec, -1, "INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)")
 	n.linef(t+90*sec, -1, "The server is fired up and ready to roll!")
 	return t + 90*sec
+}
+
+// progressBar is tqdm's bar body for i of n steps, 10 cells wide.
+func progressBar(i, n int) string {
+	full := 10 * i / n
+	return strings.Repeat("█", full) + strings.Repeat(" ", 10-full)
 }
 
 // prefillBatch writes the scheduler's prefill line in the node's version (§b1, §b4).

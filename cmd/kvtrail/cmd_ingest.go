@@ -177,11 +177,11 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store) (*correlat
 
 func printSummary(w io.Writer, sum ingest.Summary) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tNODE\tFORMAT\tSTATE\tRECORDS\tPARSED\tUNKNOWN\tMALFORMED")
+	fmt.Fprintln(tw, "SOURCE\tNODE\tFORMAT\tSTATE\tRECORDS\tPARSED\tNOISE\tUNKNOWN\tMALFORMED")
 	for _, s := range sum.Sources {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", s.Path, s.Node, s.Format, s.State, s.Records, s.Parsed, s.Unknown, s.Malformed)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", s.Path, s.Node, s.Format, s.State, s.Records, s.Parsed, s.Noise, s.Unknown, s.Malformed)
 	}
-	fmt.Fprintln(tw, "\nFORMAT\t\t\t\tRECORDS\tPARSED\tUNKNOWN\tMALFORMED")
+	fmt.Fprintln(tw, "\nFORMAT\t\t\t\tRECORDS\tPARSED\tNOISE\tUNKNOWN\tMALFORMED")
 	formats := make([]string, 0, len(sum.ByFormat))
 	for f := range sum.ByFormat {
 		formats = append(formats, f)
@@ -189,15 +189,20 @@ func printSummary(w io.Writer, sum ingest.Summary) {
 	sort.Strings(formats)
 	for _, f := range formats {
 		c := sum.ByFormat[f]
-		fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\t%d\t%d\n", f, c.Records, c.Parsed, c.Unknown, c.Malformed)
+		fmt.Fprintf(tw, "%s\t\t\t\t%d\t%d\t%d\t%d\t%d\n", f, c.Records, c.Parsed, c.Noise, c.Unknown, c.Malformed)
 	}
 	_ = tw.Flush()
 	rate := 0.0
 	if sum.Seconds > 0 {
 		rate = float64(sum.Total.Records) / sum.Seconds
 	}
-	fmt.Fprintf(w, "\n%d records (%d parsed, %d unknown, %d malformed) in %.1fs, %.0f records/s\n",
-		sum.Total.Records, sum.Total.Parsed, sum.Total.Unknown, sum.Total.Malformed, sum.Seconds, rate)
+	fmt.Fprintf(w, "\n%d records (%d parsed, %d noise, %d unknown, %d malformed) in %.1fs, %.0f records/s\n",
+		sum.Total.Records, sum.Total.Parsed, sum.Total.Noise, sum.Total.Unknown, sum.Total.Malformed, sum.Seconds, rate)
+	for _, s := range sum.Sources {
+		if s.Warning != "" {
+			fmt.Fprintf(w, "WARNING %s: %s (see `kvtrail formats check`)\n", s.Path, s.Warning)
+		}
+	}
 	for _, s := range sum.Sources {
 		switch {
 		case s.State == "partial":

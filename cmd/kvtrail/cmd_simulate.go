@@ -45,6 +45,7 @@ func newSimulateCmd() *cobra.Command {
 	f.IntVar(&cfg.Prefill, "prefill", 0, "override the number of prefill instances (the last is the canary if the scenario has one)")
 	f.IntVar(&cfg.Decode, "decode", 0, "override the number of decode instances")
 	f.BoolVar(&cfg.PageEvents, "page-events", false, "also write page-level KV events (engine debug tracing)")
+	f.BoolVar(&cfg.MooncakeSeparate, "mooncake-separate", false, "write Mooncake glog lines to <node>.mooncake.log instead of into the engine log")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }

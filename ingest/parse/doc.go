@@ -9,9 +9,12 @@
 // StatusMalformed with the raw bytes untouched, because the raw line is the
 // evidence (migrations/0001_schema.sql, raw_lines).
 //
-// Every format handled here is documented, with the upstream source that
-// prints it, in /work/shared/reference/sglang-log-formats.md (the
-// "reference"); comments cite its sections (§0, §a1, …).
+// Every format handled here follows the upstream source that prints it
+// (SGLang, Mooncake, sgl-router/sgl-model-gateway, checked across release
+// tags); comments cite the sections of kvtrail's SGLang log-format reference
+// (§0, §a1, …). Sources are mixed streams: the Classifier reads each record
+// by its own shape (registry.go lists the families), docs/formats.md
+// documents them.
 //
 // Parsers hold per-source state (the Prometheus TYPE table, the glog year)
 // and are not safe for concurrent use: use one Parser per source.

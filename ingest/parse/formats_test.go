@@ -92,15 +92,18 @@ func TestGatewayMapping(t *testing.T) {
 
 func TestModelGateway(t *testing.T) {
 	p := mustNew(t, FormatModelGateway, ParseOptions{})
-	for _, l := range fixtureLines(t, "modelgateway_real.log") {
-		out := p.Parse(Record{Raw: []byte(l)})
-		eq(t, "status", out.Status, StatusUnknown)
-		if out.TS.IsZero() {
+	real := fixtureLines(t, "modelgateway_real.log")
+	for _, l := range real {
+		if p.Parse(Record{Raw: []byte(l)}).TS.IsZero() {
 			t.Errorf("no ts: %s", l)
 		}
 	}
+	eq(t, "startup", p.Parse(Record{Raw: []byte(real[0])}).Status, StatusUnknown)
+	out := p.Parse(Record{Raw: []byte(real[1])})
+	eq(t, "stream error", *out.Transfer, TransferEvent{Ranks: NoRanks, Source: "router", Event: "decode_stream_error",
+		MetadataIndex: -1, Peer: "http://…", Reason: "Stream error from decode server http://…: error decoding response body"})
 	lines := fixtureLines(t, "modelgateway_drift.log")
-	out := p.Parse(Record{Raw: []byte(lines[0])})
+	out = p.Parse(Record{Raw: []byte(lines[0])})
 	eq(t, "text", *out.Gateway, GatewayResponse{RequestID: "gnt-abcdefghijklmnopqrstuvwx", Status: 200, DurationMs: 1.234,
 		Gateway: "sgl-model-gateway", Method: "POST", URI: "/generate"})
 	eq(t, "text ts", out.TS, utc("2026-08-20T10:11:12.345Z"))

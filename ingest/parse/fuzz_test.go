@@ -28,7 +28,7 @@ func checkParse(t *testing.T, p Parser, line string) Parsed {
 		t.Fatalf("parser modified the raw line")
 	}
 	switch out.Status {
-	case StatusParsed, StatusUnknown:
+	case StatusParsed, StatusUnknown, StatusNoise:
 	case StatusMalformed:
 		if out.Reason == "" {
 			t.Fatalf("malformed without reason: %q", line)
@@ -48,6 +48,21 @@ func FuzzSGLangLine(f *testing.F) {
 		out := checkParse(t, mustNew(t, FormatSGLang, ParseOptions{}), line)
 		if len(out.More) > maxGlued+1 {
 			t.Fatalf("%d glued messages", len(out.More))
+		}
+	})
+}
+
+// FuzzClassifier: any line, under any hint, keeps the parser invariants.
+func FuzzClassifier(f *testing.F) {
+	addFixtureSeeds(f, "sglang_real.log", "glog_drift.log", "modelgateway_real.log", "corpus/mooncake-851.log",
+		"corpus/sglang-12076.log", "corpus/sglang-7338.log", "corpus/mooncake-682.log")
+	f.Fuzz(func(t *testing.T, line string) {
+		for _, hint := range []Format{FormatUnknown, FormatSGLang, FormatGlog, FormatPrometheus} {
+			c, err := NewClassifier(hint, ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkParse(t, c, line)
 		}
 	})
 }

@@ -21,7 +21,19 @@ type glogParser struct {
 	opts      ParseOptions
 	year      int // year in effect, 0 until known
 	yearKnown bool
+	longForm  bool // the year came from a long-form line of this stream
 	lastMonth int
+}
+
+// observeYear takes the year from a full timestamp of another line of the
+// same stream (an SGLang line next to the glog lines of a mixed stream): a
+// better guess for the short form than the file's mtime. A configured year
+// or a long-form glog line wins.
+func (p *glogParser) observeYear(t time.Time) {
+	if p.opts.Year != 0 || p.longForm || (p.yearKnown && p.year == t.Year()) {
+		return
+	}
+	p.year, p.yearKnown, p.lastMonth = t.Year(), true, int(t.Month())
 }
 
 const glogPreamble = "WARNING: Logging before InitGoogleLogging() is written to STDERR"
@@ -56,7 +68,7 @@ func (p *glogParser) prefix(line string) (time.Time, bool, string, bool) {
 		mo, _ = atoiN(line[5:7])
 		d, _ = atoiN(line[7:9])
 		i = 10
-		p.year, p.yearKnown = year, true
+		p.year, p.yearKnown, p.longForm = year, true, true
 	} else if line[5] == ' ' && isDigits([]byte(line[1:5])) {
 		mo, _ = atoiN(line[1:3])
 		d, _ = atoiN(line[3:5])
@@ -176,7 +188,61 @@ func glogMessage(msg string) Parsed {
 		t.Peer = strings.TrimPrefix(msg, "Failed to retrieve segment descriptor, name ")
 		t.Reason = msg
 	default:
-		return unknown("")
+		return glogMore(msg, t)
 	}
 	return transferOut(t, "")
+}
+
+// glogMoreHeads are further Mooncake transfer-engine and store failures
+// (checked against Mooncake v0.3.0–v0.3.12 and HEAD 3b5a5941; the file
+// each comes from is noted).
+var glogMoreHeads = [...]struct{ head, event string }{
+	{"Transfer failed for task", "task_failed"},                                      // mooncake-store client.cpp / transfer_task.cpp
+	{"Transfer incomplete, retrying", "transfer_retry"},                              // mooncake-store client.cpp ≤ v0.3.2 (WARNING)
+	{"Failed to submit all transfers, error code is ", "submit_failed"},              // mooncake-store transfer_task.cpp
+	{"Failed to submit transfer task to ", "submit_failed"},                          // transfer_engine multi_transport.cpp
+	{"TcpTransport: ASIO exception: ", "tcp_exception"},                              // tcp_transport.cpp
+	{"TcpTransport::startTransfer encountered an ASIO exception", "tcp_exception"},   // tcp_transport.cpp (as logged in Mooncake #682, #1067)
+	{"Session::writeBody failed", "tcp_write_failed"},                                // tcp_transport.cpp
+	{"ServerSession::writeBody failed", "tcp_write_failed"},                          // tcp_transport.cpp
+	{"Failed to allocate slices for ", "alloc_failed"},                               // mooncake-store client.cpp (put operation / key)
+	{"Failed to allocate buffer for put_batch operation", "alloc_failed"},            // mooncake-store
+	{"Failed to mount segment", "mount_failed"},                                      // mooncake-store client / real_client.cpp
+	{"Transfer failed for key: ", "store_transfer_failed"},                           // mooncake-store client_service.cpp
+	{"Transfer failed, error code is ", "store_transfer_failed"},                     // mooncake-store client_service.cpp
+	{"Handshake rejected by ", "handshake_rejected"},                                 // transfer_metadata.cpp
+	{"Failed to connect to target: ", "connect_failed"},                              // ascend_direct_transport.cpp
+	{"Failed to connect to segment: ", "connect_failed"},                             // ascend_direct_transport.cpp
+	{"Transfer Engine does not support overlapped memory region", "register_failed"}, // transfer_engine.cpp
+	{"Worker: Received context async event ", "context_async_event"},                 // rdma worker_pool.cpp (WARNING)
+	{"SocketHandShakePlugin: connect()", "handshake_connect_failed"},                 // transfer_metadata_plugin.cpp
+	{"Failed to open segment for endpoint=", "open_segment_failed"},                  // mooncake-store transfer_task.cpp
+	{"Failed to submit transfer operation", "submit_failed"},                         // mooncake-store client.cpp
+}
+
+func glogMore(msg string, t *TransferEvent) Parsed {
+	for _, h := range glogMoreHeads {
+		if !strings.HasPrefix(msg, h.head) {
+			continue
+		}
+		t.Event, t.Reason = h.event, msg
+		switch h.event {
+		case "handshake_rejected":
+			t.Peer, _, _ = strings.Cut(afterKey(msg, h.head), ": ")
+		case "connect_failed":
+			t.Peer, _ = tokenAfter(msg, h.head, ", ")
+		case "handshake_connect_failed":
+			t.Peer, _, _ = strings.Cut(afterKey(msg, h.head), ": ")
+		case "open_segment_failed":
+			t.Peer = strings.Trim(afterKey(msg, h.head), "'")
+		case "context_async_event":
+			t.NIC = strings.TrimSpace(afterKey(msg, " for context "))
+		case "submit_failed":
+			if strings.HasPrefix(msg, "Failed to submit transfer task to ") {
+				t.Peer, _ = tokenAfter(msg, h.head, " ")
+			}
+		}
+		return transferOut(t, "")
+	}
+	return unknown("")
 }

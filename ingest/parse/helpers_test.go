@@ -71,3 +71,5 @@ func utc(s string) time.Time {
 	}
 	return t
 }
+
+func nanotime() int64 { return time.Now().UnixNano() }

@@ -69,7 +69,40 @@ func spanField(s, key string) (string, bool) {
 	return "", false
 }
 
+// routerErrors are the PD router's backend failures (sgl-router
+// src/pd_router.rs v0.4.8 → sgl-model-gateway src/routers/http/pd_router.rs
+// v0.5.12): the only router lines that tie a client failure to a prefill or
+// decode server.
+var routerErrors = [...]struct{ head, event, peerKey, peerStop string }{
+	{"Stream error from decode server ", "decode_stream_error", "Stream error from decode server ", " "},
+	{"Decode server returned error status ", "decode_error_status", "decode_url=", " "},
+	{"Failed to read decode response", "decode_read_error", "", ""},
+	{"Prefill server failed (CRITICAL)", "prefill_failed", "prefill_url=", " "},
+	{"Prefill server returned error status ", "prefill_error_status", "prefill_url=", " "},
+	{"Failed to proxy request server", "proxy_error", "", ""},
+	{"Failed to select PD pair", "select_pair_error", "", ""},
+}
+
+func routerError(msg string) (Parsed, bool) {
+	for _, h := range routerErrors {
+		i := strings.Index(msg, h.head)
+		if i < 0 {
+			continue
+		}
+		t := &TransferEvent{Ranks: NoRanks, Source: "router", Event: h.event, MetadataIndex: -1, Reason: msg[i:]}
+		if h.peerKey != "" {
+			peer, _ := tokenAfter(msg[i:], h.peerKey, h.peerStop)
+			t.Peer = strings.TrimSuffix(peer, ":")
+		}
+		return transferOut(t, ""), true
+	}
+	return Parsed{}, false
+}
+
 func (p *modelGatewayParser) response(msg, level string, field func(string) string) Parsed {
+	if out, ok := routerError(msg); ok {
+		return out
+	}
 	finished := strings.Contains(msg, "finished processing request") || strings.Contains(msg, "request failed with")
 	if !finished {
 		out := unknown("")

@@ -45,25 +45,14 @@ func (o ParseOptions) fix(t time.Time) time.Time {
 	return t.Add(o.ClockOffset).UTC()
 }
 
-// New returns the Parser for format.
+// New returns the Parser for format: one format's parser, without line
+// classification. Ingest uses NewClassifier.
 func New(format Format, opts ParseOptions) (Parser, error) {
-	switch format {
-	case FormatSGLang, FormatSGLangJSON:
-		return &SGLangParser{opts: opts}, nil
-	case FormatRequestMetrics:
-		return &requestMetricsParser{opts: opts}, nil
-	case FormatGlog:
-		return &glogParser{opts: opts}, nil
-	case FormatGateway:
-		return newGatewayParser(opts)
-	case FormatModelGateway:
-		return &modelGatewayParser{opts: opts}, nil
-	case FormatPrometheus:
-		return &promParser{opts: opts, types: map[string]string{}}, nil
-	case FormatPageEvents:
-		return &pageParser{opts: opts}, nil
+	spec, ok := formatSpecs[format]
+	if !ok {
+		return nil, fmt.Errorf("parse.New: unsupported format %q", format)
 	}
-	return nil, fmt.Errorf("parse.New: unsupported format %q", format)
+	return spec.newParser(opts)
 }
 
 func unknown(reason string) Parsed { return Parsed{Status: StatusUnknown, Reason: reason} }

@@ -130,6 +130,13 @@ func parsePrefix(line string, loc *time.Location) linePrefix {
 	if len(line) > 20 && line[0] == '[' {
 		ts, i, ok := parseDateTime(line[1:], loc)
 		if !ok {
+			// "[ TP2] msg": a rank prefix whose time was cut off.
+			if end := strings.IndexByte(line, ']'); end > 2 && end < 40 {
+				r := NoRanks
+				if tok := strings.TrimSpace(line[1:end]); tok != "" && parseRanks(tok, &r) {
+					p.ranks, p.msg = r, strings.TrimPrefix(line[end+1:], " ")
+				}
+			}
 			return p
 		}
 		i++ // index in line

@@ -48,6 +48,8 @@ type Reader struct {
 	pending  *Record
 	pendTerm []byte // terminator of the pending record's last line
 	inTB     bool   // the pending record is inside a Python traceback
+	inArgs   bool   // the pending record is a server_args dump wrapped over lines
+	inJSON   bool   // the pending record is a pretty-printed JSON body
 	err      error
 	line     []byte // scratch for the current physical line
 }
@@ -116,13 +118,24 @@ func (r *Reader) Next() (Record, error) {
 			if bytes.HasPrefix(content, tracebackHead) {
 				r.inTB = true
 			}
+			if r.inArgs && bytes.HasSuffix(bytes.TrimRight(content, " \r"), []byte(")")) {
+				r.inArgs = false
+			}
+			if r.inJSON && len(content) > 0 && (content[0] == '}' || content[0] == ']') {
+				r.inJSON = false
+			}
 			continue
 		}
 		rec := &Record{Offset: start, Length: total, LineNo: r.lineNo, Lines: 1,
 			Raw: append([]byte(nil), content...), Truncated: trunc}
 		prev := r.pending
 		r.pending, r.pendTerm = rec, term
-		r.inTB = bytes.HasPrefix(content, tracebackHead)
+		trimmed := bytes.TrimRight(content, " \r")
+		// "Scheduler hit an exception: Traceback (most recent call last):"
+		r.inTB = bytes.HasPrefix(content, tracebackHead) || bytes.HasSuffix(trimmed, tracebackHead)
+		r.inArgs = bytes.Contains(content, serverArgsHead) && !bytes.HasSuffix(trimmed, []byte(")")) && !trunc
+		r.inJSON = len(trimmed) > 0 && (trimmed[len(trimmed)-1] == '{' || trimmed[len(trimmed)-1] == '[') &&
+			(trimmed[0] == '{' || trimmed[0] == '[')
 		if prev != nil {
 			return *prev, nil
 		}
@@ -139,12 +152,16 @@ func clip(b []byte, n int) []byte {
 	return b
 }
 
-var tracebackHead = []byte("Traceback (most recent call last):")
+var (
+	tracebackHead  = []byte("Traceback (most recent call last):")
+	serverArgsHead = []byte("server_args=ServerArgs(")
+)
 
-// isContinuation implements the traceback rule (package doc of Reader):
+// isContinuation implements the multi-line rules (package doc of Reader):
 // a "Traceback (most recent call last):" line, a line starting with
-// whitespace, or — inside a traceback — any line that does not start with a
-// recognised record prefix belongs to the previous record.
+// whitespace, or — inside a traceback or a wrapped server_args dump — any
+// line that does not start with a recognised record prefix belongs to the
+// previous record; so does the closing bracket of a pretty-printed JSON body.
 func (r *Reader) isContinuation(line []byte) bool {
 	if bytes.HasPrefix(line, tracebackHead) {
 		return true
@@ -152,7 +169,10 @@ func (r *Reader) isContinuation(line []byte) bool {
 	if len(line) > 0 && (line[0] == ' ' || line[0] == '\t') {
 		return true
 	}
-	return r.inTB && !hasRecordPrefix(line)
+	if r.inJSON && len(line) > 0 && (line[0] == '}' || line[0] == ']') {
+		return true
+	}
+	return (r.inTB || r.inArgs) && !hasRecordPrefix(line)
 }
 
 // hasRecordPrefix reports whether line starts like a record of one of the

@@ -109,3 +109,47 @@ func TestReaderBigLineBoundedMemory(t *testing.T) {
 	eq(t, "truncated", recs[0].Truncated, true)
 	eq(t, "length", recs[0].Length, int64(8<<20+1))
 }
+
+// Multi-line records of real streams stay one record: a traceback that
+// starts at the end of a message and chains through "During handling…", a
+// server_args dump wrapped over lines, a pretty-printed JSON body.
+func TestReaderMultiLineRecords(t *testing.T) {
+	in := []byte(`[2026-01-16 07:02:59 TP6] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/scheduler.py", line 2712, in run_scheduler_process
+RuntimeError: boom
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/sgl/x.py", line 1, in f
+ValueError: second
+[2026-01-16 07:03:00] server_args=ServerArgs(model_path='m', tp_si
+ze=8, page_size=64, context_length=1048576,
+disaggregation_mode='prefill')
+{
+  "text": "",
+  "meta_info": {"id": "r1", "finish_reason": {"type": "abort", "message": "x", "status_code": 500}}
+}
+[2026-01-16 07:03:01] The server is fired up and ready to roll!
+`)
+	recs := readAll(t, in, ReaderOptions{})
+	checkTiling(t, in, recs)
+	lines := make([]int, len(recs))
+	for i, r := range recs {
+		lines[i] = r.Lines
+	}
+	eq(t, "record lines", lines, []int{9, 3, 4, 1})
+
+	c, err := NewClassifier(FormatSGLang, ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := c.Parse(recs[0])
+	eq(t, "traceback", []string{string(tb.Kind), tb.Event, tb.Reason}, []string{"marker", "traceback", "ValueError: second"})
+	args := c.Parse(recs[1])
+	eq(t, "wrapped server_args", args.Status, StatusParsed)
+	eq(t, "wrapped fields", []any{args.Boot.TPSize, args.Boot.PageSize, args.Boot.ContextLen, args.Boot.DisaggregationMode},
+		[]any{uint16(8), uint32(64), uint64(1048576), "prefill"})
+	body := c.Parse(recs[2])
+	eq(t, "json body", []any{body.Event, body.RID, body.Engine.StatusCode, body.Engine.FinishType}, []any{"response_body", "r1", uint16(500), "abort"})
+}

@@ -19,7 +19,17 @@ const maxGlued = 16
 func (p *SGLangParser) Parse(rec Record) Parsed {
 	line := string(rec.Raw)
 	if i := strings.IndexByte(line, '\n'); i >= 0 {
-		line = strings.TrimSuffix(line[:i], "\r")
+		first := strings.TrimSuffix(line[:i], "\r")
+		switch t := strings.TrimSpace(first); {
+		case strings.Contains(first, "server_args=ServerArgs(") && !strings.HasSuffix(t, ")"):
+			// A dump wrapped over lines (terminal or collector line limit):
+			// the pieces join without separator.
+			line = strings.NewReplacer("\r\n", "", "\n", "").Replace(line)
+		case t == "{" || t == "[":
+			line = strings.NewReplacer("\r\n", " ", "\n", " ").Replace(line) // a pretty-printed JSON body
+		default:
+			line = first
+		}
 	}
 	out := p.ParseLine(line)
 	if rec.Truncated && out.Status == StatusUnknown {
@@ -112,9 +122,12 @@ func (p *SGLangParser) message(msg string, ranks Ranks) Parsed {
 		}
 	case strings.HasPrefix(msg, "Receive: ") || strings.HasPrefix(msg, "Receive OpenAI: ") || strings.HasPrefix(msg, "Finish: "):
 		return parseRequestText(msg, ranks)
-	case strings.HasPrefix(msg, "{"):
-		if strings.Contains(msg, `"event"`) {
+	case strings.HasPrefix(msg, "{") || strings.HasPrefix(msg, "["):
+		if strings.Contains(msg, `"event": "request.`) || strings.Contains(msg, `"event":"request.`) {
 			return parseRequestJSON(msg, ranks, p.opts)
+		}
+		if strings.Contains(msg, `"meta_info"`) {
+			return parseGenerateResponse(msg, ranks)
 		}
 	case strings.HasPrefix(msg, "INFO:"):
 		if out, ok := parseUvicorn(msg, ranks); ok {

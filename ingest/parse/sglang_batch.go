@@ -62,6 +62,9 @@ func parseBatch(msg string, ranks Ranks) (Parsed, bool) {
 		}
 		b.FieldKeys = append(b.FieldKeys, k)
 		b.FieldValues = append(b.FieldValues, v)
+		if !ok && rest == "" {
+			break // the line was cut inside its last pair (terminal width, a paste)
+		}
 		if err := b.set(k, v); err != "" && bad == "" {
 			bad = err
 		}

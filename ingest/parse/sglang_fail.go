@@ -161,6 +161,62 @@ func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
 		t.Reason = "Could not fetch prefill parallel info from " + afterKey(msg, "Could not fetch prefill parallel info from ")
 		addr := strings.TrimPrefix(afterKey(msg, "Could not fetch prefill parallel info from "), "bootstrap_addr: ")
 		t.Peer, _ = tokenAfter(addr, "", " ")
+	case strings.Contains(msg, "Skip sending kv chunk for request "):
+		// prefill.py v0.4.6–v0.5.10 (INFO): Skip sending kv chunk for request
+		// req.rid='…' req.bootstrap_room=N because page_indices is empty
+		t.Event = "kv_chunk_skipped"
+		if rid, ok := pyValueAfter(msg, "rid="); ok {
+			t.RID = rid
+		}
+		t.BootstrapRoom, _ = uintAfter(msg, "bootstrap_room=")
+		t.Reason = strings.TrimSpace(afterKey(msg, " because "))
+		if t.RID == "" {
+			bad = "rid not found"
+		}
+	case strings.Contains(msg, "send_kv_chunk skip: rid="):
+		// main (DEBUG): send_kv_chunk skip: rid=%s start_send_idx=%s end_idx=%s
+		t.Event = "kv_chunk_skipped"
+		t.RID, _ = tokenAfter(msg, "send_kv_chunk skip: rid=", " ")
+		t.Reason = "send_kv_chunk skip: " + afterKey(msg, "send_kv_chunk skip: ")
+	case strings.Contains(msg, "Attempting to reconnect to "):
+		// mooncake/conn.py, common/conn.py: Attempting to reconnect to {bootstrap_addr}...
+		t.Event = "reconnect_attempt"
+		addr, _ := tokenAfter(msg, "Attempting to reconnect to ", " ")
+		t.Peer = strings.TrimRight(addr, ".")
+		t.Reason = "Attempting to reconnect to " + afterKey(msg, "Attempting to reconnect to ")
+	case strings.Contains(msg, "disaggregation mode warm Up Failed"):
+		// http_server.py v0.5.0–v0.5.12: Prefill disaggregation mode warm Up Failed, status code: {}
+		t.Event = "warmup_failed"
+		t.Reason = msg
+		if i := strings.Index(msg, "Prefill disaggregation"); i >= 0 {
+			t.Reason = msg[i:]
+		}
+	case strings.Contains(msg, "Prefill transfer kvcache error"):
+		t.Event = "transfer_error"
+		t.Reason = "Prefill transfer kvcache error" + afterKey(msg, "Prefill transfer kvcache error")
+	case strings.Contains(msg, "exceeds target token slot size") || strings.Contains(msg, "] slice size ("):
+		// [{mooncake_session_id}] slice size ({x}) exceeds target token slot size ({y})
+		t.Event = "slice_size_mismatch"
+		t.Peer, _ = tokenAfter(afterKey(msg, "["), "", "]")
+		t.Reason = "slice size (" + afterKey(msg, "slice size (")
+	case strings.Contains(msg, "len(prefill_state_indices) = "):
+		t.Event = "state_indices_mismatch"
+		t.Reason = "len(prefill_state_indices) = " + afterKey(msg, "len(prefill_state_indices) = ")
+	case strings.Contains(msg, "from bootstrap: ") && strings.Contains(msg, "Error fetching prefill"),
+		strings.Contains(msg, "Failed to get prefill parallel info: "), strings.Contains(msg, "Failed to get prefill server info: "),
+		strings.Contains(msg, "Prefill instance failed to connect to bootstrap server"),
+		strings.Contains(msg, "Prefill instance failed to register to bootstrap server"),
+		strings.Contains(msg, "Could not fetch bootstrap info for"):
+		// common/conn.py bootstrap-server errors (both roles).
+		t.Event = "bootstrap_server_error"
+		t.Reason = msg
+		for _, k := range [...]string{"Error fetching", "Failed to get", "Prefill instance", "Could not fetch"} {
+			if i := strings.Index(msg, k); i >= 0 {
+				t.Reason = msg[i:]
+				break
+			}
+		}
+		t.Peer, _ = tokenAfter(t.Reason, "bootstrap_addr: ", " ,")
 	default:
 		// Session {ip:port} failed. / Session {id} recovered via probe (§c5)
 		i := strings.Index(msg, "Session ")

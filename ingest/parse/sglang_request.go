@@ -258,3 +258,24 @@ func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
 	e.StatusCode = uint16(n)
 	return Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e}, true
 }
+
+// parseGenerateResponse reads a /generate response body as it lands in
+// logs and bug reports: {"text": …, "meta_info": {"id": …, "finish_reason":
+// {…}, …}} or a list of them (batched; the first). A finish_reason message
+// that names a bootstrap room (a transfer failure, §c4) gives the room.
+func parseGenerateResponse(msg string, ranks Ranks) Parsed {
+	e := &EngineEvent{Ranks: ranks, Event: "response_body"}
+	// The first JSON value only: pasted bodies often run into a shell prompt.
+	var raw json.RawMessage
+	if err := json.NewDecoder(strings.NewReader(msg)).Decode(&raw); err != nil {
+		return malformed(KindEngine, e.Event, "response body: "+err.Error())
+	}
+	metaInfoJSON(e, raw)
+	if e.RID == "" && e.FinishType == "" {
+		return malformed(KindEngine, e.Event, "response body: no meta_info")
+	}
+	if room, ok := uintAfter(e.FinishMessage, "bootstrap_room="); ok {
+		e.BootstrapRoom = room
+	}
+	return Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e, RID: e.RID, BootstrapRoom: e.BootstrapRoom}
+}

@@ -18,7 +18,7 @@ func TestFixturesNeverMalformed(t *testing.T) {
 		{"sglang_drift.log", FormatSGLang, 0},
 		{"glog_real.log", FormatGlog, 0},
 		{"glog_drift.log", FormatGlog, 1},
-		{"modelgateway_real.log", FormatModelGateway, 2},
+		{"modelgateway_real.log", FormatModelGateway, 1},
 		{"modelgateway_drift.log", FormatModelGateway, 0},
 		{"prometheus_real.om", FormatPrometheus, 0},
 		{"prometheus_drift.prom", FormatPrometheus, 0},

@@ -18,7 +18,8 @@ const (
 	FormatPageEvents     Format = "page-events"
 )
 
-// Formats lists every format New accepts, in detection priority order.
+// Formats lists every format New accepts, in detection priority order
+// (registry.go says how each is built and split into records).
 var Formats = []Format{FormatSGLang, FormatSGLangJSON, FormatRequestMetrics, FormatGlog,
 	FormatGateway, FormatModelGateway, FormatPrometheus, FormatPageEvents}
 
@@ -33,6 +34,10 @@ const (
 	// StatusMalformed: looked like a known message but could not be read;
 	// Reason says why.
 	StatusMalformed Status = "malformed"
+	// StatusNoise: a line kvtrail recognises and deliberately does not
+	// extract (progress bars, startup chatter, NCCL/Gloo/NIXL info, …), so
+	// that StatusUnknown means "new to kvtrail" and is worth a look.
+	StatusNoise Status = "noise"
 )
 
 // Kind is the kind of a parsed record (raw_lines.kind); it also says which
@@ -63,6 +68,11 @@ type Parsed struct {
 	Reason string // why Status is malformed (or a note for unknown)
 	Kind   Kind
 	Event  string // event name within the kind, e.g. "rejected", "decode"
+	// Family is the line family the record was classified as (registry.go),
+	// "" for a line of no known shape. Format is the format whose parser
+	// read it (the source's format for a line of no known shape).
+	Family string
+	Format Format
 	TS     time.Time
 	// TSInferred is set when part of TS was not in the line (glog short
 	// form without a configured year).
