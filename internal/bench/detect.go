@@ -20,8 +20,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
+
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 )
 
 // DetectStore is what bench detect reads findings through: a connection to
@@ -117,8 +118,8 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 	if servePort == 0 || livePort == 0 {
 		return res, errors.New("no free port")
 	}
-	ingestTok, k1, k2 := secret(), secret(), secret()
-	hash, err := bcrypt.GenerateFromPassword([]byte(ingestTok), bcrypt.DefaultCost)
+	k1, k2 := secret(), secret()
+	ingestTok, hash, err := apitoken.New()
 	if err != nil {
 		return res, err
 	}
@@ -127,7 +128,7 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 	cfg := map[string]any{
 		"clickhouse": map[string]any{"addr": opts.ClickHouseAddr, "database": db, "username": opts.ClickHouseUser},
 		"serve":      map[string]any{"addr": fmt.Sprintf("127.0.0.1:%d", servePort), "export_dir": filepath.Join(dir, "exports")},
-		"auth":       map[string]any{"tokens": []map[string]string{{"name": "live-shipper", "role": "ingester", "token_hash": string(hash)}}},
+		"auth":       map[string]any{"tokens": []map[string]string{{"name": "live-shipper", "role": "ingester", "token_hash": hash}}},
 		"alerts":     map[string]any{"enabled": true, "interval": "2s", "lookback": "5m", "repeat_interval": "1h"},
 		"probes": map[string]any{"enabled": true, "endpoint": liveURL, "model": "sim-model", "per_hour": 7200, "min_interval": "2s",
 			"max_tokens": 16, "max_prompt_tokens": 2 * detectContext, "margin": 64, "timeout": "30s",
