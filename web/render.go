@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -17,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 //go:embed templates/*.html
@@ -189,18 +190,16 @@ func (s *server) renderError(c *gin.Context, status int, msg string) {
 // fail maps an error to a status. Internal errors are logged and shown
 // without detail (they can carry SQL or log text).
 func (s *server) fail(c *gin.Context, err error) {
-	var inv invalidError
-	switch {
-	case errors.As(err, &inv):
-		s.renderError(c, http.StatusBadRequest, inv.msg)
-	case errors.Is(err, errInvalid):
-		s.renderError(c, http.StatusBadRequest, "invalid request")
-	case errors.Is(err, errNotFound):
-		s.renderError(c, http.StatusNotFound, "not found")
-	default:
+	k := domain.KindOf(err)
+	if k == domain.Internal || k == domain.Unavailable {
 		s.log.Error("request failed", slog.String("route", c.FullPath()), slog.Any("err", err))
-		s.renderError(c, http.StatusInternalServerError, "internal error")
 	}
+	msg := domain.Message(err)
+	if k == domain.Unavailable {
+		// The cause names servers and ports; the user needs only "retry".
+		msg = "the database is unavailable; try again shortly"
+	}
+	s.renderError(c, domain.HTTPStatus(k), msg)
 	c.Abort()
 }
 

@@ -12,7 +12,7 @@ import (
 // requestStore is what the request timeline and evidence pages need.
 type requestStore interface {
 	RequestTimeline(ctx context.Context, requestID string, contextWindow time.Duration) (*Timeline, error)
-	Lines(ctx context.Context, ids []uint64) ([]RawLine, error)
+	Lines(ctx context.Context, ids []uint64, near ...span) ([]RawLine, error)
 }
 
 // defaultContextSeconds is how far before and after a request the
@@ -82,7 +82,19 @@ func (s *server) evidence(c *gin.Context) {
 		s.fail(c, invalid("line id must be an unsigned integer"))
 		return
 	}
-	lines, err := s.requests.Lines(c.Request.Context(), []uint64{id})
+	// Links carry the line's time (?at=Unix seconds), which turns the read
+	// into a primary-key range; without it the line is looked up the slow way.
+	var near []span
+	if v := c.Query("at"); v != "" {
+		at, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || at < 0 || at > 1<<33 {
+			s.fail(c, invalid("at must be Unix seconds"))
+			return
+		}
+		t := time.Unix(at, 0).UTC()
+		near = append(near, span{From: t, To: t})
+	}
+	lines, err := s.requests.Lines(c.Request.Context(), []uint64{id}, near...)
 	if err != nil {
 		s.fail(c, err)
 		return

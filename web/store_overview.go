@@ -67,9 +67,13 @@ const minGapHours = 2
 const minExpectedLines = 20
 
 func (s chStore) FindingBuckets(ctx context.Context) ([]FindingBucket, error) {
+	runs, err := s.latestRunIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []FindingBucket
-	err := s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, count() AS n
-FROM findings GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`)
+	err = s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, count() AS n
+FROM findings WHERE has(?, run_id) GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, nonNilStrings(runs))
 	if err != nil {
 		return nil, fmt.Errorf("finding buckets: %w", err)
 	}
@@ -138,8 +142,13 @@ FROM raw_lines GROUP BY node, log_format, hour ORDER BY node, log_format, hour`)
 }
 
 func (s chStore) HighFindings(ctx context.Context, limit int) ([]Finding, error) {
+	runs, err := s.latestRunIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Finding
-	err := s.c.Select(ctx, &out, "SELECT "+findingCols+" FROM findings WHERE upper(severity) = 'HIGH' ORDER BY ts DESC, finding_id DESC LIMIT ?", limit)
+	err = s.c.Select(ctx, &out, "SELECT "+findingCols+" FROM findings WHERE has(?, run_id) AND upper(severity) = 'HIGH' ORDER BY ts DESC, finding_id DESC LIMIT ?",
+		nonNilStrings(runs), limit)
 	if err != nil {
 		return nil, fmt.Errorf("high findings: %w", err)
 	}
