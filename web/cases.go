@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"net/http"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // caseStore is what the case pages need.
@@ -211,8 +214,8 @@ type AffectedList struct {
 	ReconstructionID string        `json:"reconstruction_id"`
 	ChosenBy         string        `json:"chosen_by"`
 	Total            uint64        `json:"total"`
-	Received         int           `json:"received_foreign_data"`
-	Exposed          int           `json:"possibly_exposed"`
+	Received         int           `json:"received"`
+	Exposed          int           `json:"exposed"`
 	Rows             []AffectedRow `json:"rows"`
 }
 
@@ -237,13 +240,25 @@ func (s *server) affectedList(ctx context.Context, cs Case) (AffectedList, error
 			break
 		}
 		last := rows[len(rows)-1]
-		after = &AffectedKey{Role: last.Role, Tenant: last.Tenant}
+		after = &AffectedKey{Role: last.StoredRole, Tenant: last.Tenant}
 	}
+	normalizeRoles(l.Rows)
+	// Received rows first (who got someone else's data), then exposed rows
+	// by tier, most certain first.
+	sort.SliceStable(l.Rows, func(i, j int) bool {
+		a, b := l.Rows[i], l.Rows[j]
+		if a.Role.Rank() != b.Role.Rank() {
+			return a.Role.Rank() < b.Role.Rank()
+		}
+		if a.Tier.Rank() != b.Tier.Rank() {
+			return a.Tier.Rank() < b.Tier.Rank()
+		}
+		return a.Tenant < b.Tenant
+	})
 	for _, r := range l.Rows {
-		switch r.Role {
-		case "received_foreign_data", "received":
+		if r.Role == domain.Received {
 			l.Received++
-		default:
+		} else {
 			l.Exposed++
 		}
 	}

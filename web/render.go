@@ -37,7 +37,7 @@ var pageNames = []string{"login", "error", "overview", "search", "request", "fin
 func parseTemplates() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("template %s: %w", name, err)
 		}
@@ -121,15 +121,7 @@ var funcs = template.FuncMap{
 		}
 		return "sev-other"
 	},
-	"roleLabel": func(r string) string {
-		switch r {
-		case "received_foreign_data", "received":
-			return "received foreign data"
-		case "possibly_exposed", "exposed":
-			return "data possibly exposed"
-		}
-		return r
-	},
+	"roleLabel": func(r domain.Role) string { return r.Label() },
 	"add":  func(a, b int) int { return a + b },
 	"list": func(v ...string) []string { return v },
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Case is an incident under investigation. Each edit writes a new version
@@ -132,7 +134,15 @@ type AffectedRow struct {
 	ReconstructionID string    `ch:"reconstruction_id" json:"reconstruction_id"`
 	CaseID           string    `ch:"case_id" json:"case_id"`
 	Tenant           string    `ch:"tenant" json:"tenant"`
-	Role             string    `ch:"affected_role" json:"affected_role"`
+	// StoredRole is affected_role as stored (the table's sort key, used
+	// for paging); Role is its one spelling, parsed by domain.ParseRole so
+	// rows written by older versions read the same.
+	StoredRole string      `ch:"affected_role" json:"-"`
+	Role       domain.Role `json:"affected_role"`
+	// Tier (exposed rows) and Counterparts (the tenants on the other side)
+	// are read when the affected table has those columns.
+	Tier         domain.Tier `json:"tier,omitempty"`
+	Counterparts []string    `json:"counterparts,omitempty"`
 	Requests         uint64    `ch:"requests" json:"requests"`
 	FirstTS          time.Time `ch:"first_ts" json:"first_ts"`
 	LastTS           time.Time `ch:"last_ts" json:"last_ts"`
@@ -198,7 +208,7 @@ func (s chStore) AffectedPage(ctx context.Context, reconstructionID string, tena
 	if err != nil {
 		return nil, fmt.Errorf("affected: %w", err)
 	}
-	return out, nil
+	return out, s.addTiers(ctx, reconstructionID, out)
 }
 
 // AffectedCount counts a reconstruction's rows with the same narrowing.

@@ -177,6 +177,24 @@ func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage,
 type FindingDetail struct {
 	Finding Finding   `json:"finding"`
 	Lines   []RawLine `json:"evidence_lines"`
+	// Sources and OwnDataOnly: see Timeline.
+	Sources     []Source `json:"sources"`
+	OwnDataOnly bool     `json:"own_data_only"`
+}
+
+// fillForeign sets a finding's foreign tenants from the reconstruction
+// where the analyzer left them empty.
+func fillForeign(fs []Finding, sources []Source) {
+	for i := range fs {
+		if len(fs[i].ForeignTenants) > 0 {
+			continue
+		}
+		for _, s := range sources {
+			if s.Tenant != fs[i].Tenant && !contains(fs[i].ForeignTenants, s.Tenant) {
+				fs[i].ForeignTenants = append(fs[i].ForeignTenants, s.Tenant)
+			}
+		}
+	}
 }
 
 func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error) {
@@ -199,6 +217,16 @@ func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error)
 	if d.Lines, err = s.Lines(ctx, f.EvidenceIDs, near...); err != nil {
 		return nil, err
 	}
+	key := f.GatewayRequestID
+	if key == "" {
+		key = f.RequestKey
+	}
+	if d.Sources, d.OwnDataOnly, err = s.sourcesFor(ctx, key, f.Tenant, []string{f.FindingID}); err != nil {
+		return nil, err
+	}
+	one := []Finding{d.Finding}
+	fillForeign(one, d.Sources)
+	d.Finding = one[0]
 	return d, nil
 }
 

@@ -90,6 +90,11 @@ type Timeline struct {
 	DecodeRank     int16           `json:"decode_dp_rank"`
 	ContextSeconds int             `json:"context_seconds"`
 	Context        []ContextRow    `json:"context"`
+	// Sources are the tenants on the other side of this request, from the
+	// affected reconstruction; OwnDataOnly marks a request served from
+	// stale pages that held only its own tenant's data.
+	Sources     []Source `json:"sources"`
+	OwnDataOnly bool     `json:"own_data_only"`
 }
 
 type engineEventRow struct {
@@ -324,6 +329,14 @@ func (s chStore) RequestTimeline(ctx context.Context, requestID string, contextW
 		}
 	}
 	tl.Limits = limits
+	fids := make([]string, len(tl.Findings))
+	for i, f := range tl.Findings {
+		fids[i] = f.FindingID
+	}
+	if tl.Sources, tl.OwnDataOnly, err = s.sourcesFor(ctx, req.RequestID, req.Tenant, fids); err != nil {
+		return nil, err
+	}
+	fillForeign(tl.Findings, tl.Sources)
 	sort.SliceStable(tl.Events, func(i, j int) bool { return tl.Events[i].TSNS < tl.Events[j].TSNS })
 	for i := range tl.Context {
 		tl.Context[i].Same = tl.Context[i].Room == req.Room

@@ -498,6 +498,10 @@ func TestTimelineAndAudit(t *testing.T) {
 	if !strings.Contains(string(body), "exceeds the maximum allowed length") {
 		t.Error("the request page misses the line request_facts links to it")
 	}
+	// Both exposed rows of the seeded reconstruction cite the finding.
+	if len(tl.Sources) != 2 || tl.Sources[1].Tenant != "acme" || tl.Sources[1].Role != "exposed" {
+		t.Errorf("sources = %+v, want the two exposed tenants from the reconstruction", tl.Sources)
+	}
 	// The finding is stored by two runs; the list shows the latest run's.
 	_, body = u.api(t, "viewer", "GET", "/api/v1/findings", nil)
 	var fp FindingPage
