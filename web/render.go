@@ -122,8 +122,8 @@ var funcs = template.FuncMap{
 		return "sev-other"
 	},
 	"roleLabel": func(r domain.Role) string { return r.Label() },
-	"add":  func(a, b int) int { return a + b },
-	"list": func(v ...string) []string { return v },
+	"add":       func(a, b int) int { return a + b },
+	"list":      func(v ...string) []string { return v },
 }
 
 // pageData wraps what a page shows with what the layout needs.

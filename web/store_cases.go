@@ -131,9 +131,9 @@ func boolU8(b bool) uint8 {
 
 // AffectedRow is one tenant on a notification list.
 type AffectedRow struct {
-	ReconstructionID string    `ch:"reconstruction_id" json:"reconstruction_id"`
-	CaseID           string    `ch:"case_id" json:"case_id"`
-	Tenant           string    `ch:"tenant" json:"tenant"`
+	ReconstructionID string `ch:"reconstruction_id" json:"reconstruction_id"`
+	CaseID           string `ch:"case_id" json:"case_id"`
+	Tenant           string `ch:"tenant" json:"tenant"`
 	// StoredRole is affected_role as stored (the table's sort key, used
 	// for paging); Role is its one spelling, parsed by domain.ParseRole so
 	// rows written by older versions read the same.
@@ -143,15 +143,15 @@ type AffectedRow struct {
 	// are read when the affected table has those columns.
 	Tier         domain.Tier `json:"tier,omitempty"`
 	Counterparts []string    `json:"counterparts,omitempty"`
-	Requests         uint64    `ch:"requests" json:"requests"`
-	FirstTS          time.Time `ch:"first_ts" json:"first_ts"`
-	LastTS           time.Time `ch:"last_ts" json:"last_ts"`
-	Models           []string  `ch:"models" json:"models"`
-	Nodes            []string  `ch:"nodes" json:"nodes"`
-	Confidence       float64   `ch:"confidence" json:"confidence"`
-	RequestKeys      []string  `ch:"request_keys" json:"request_keys"`
-	FindingIDs       []string  `ch:"finding_ids" json:"finding_ids"`
-	CreatedAt        time.Time `ch:"created_at" json:"created_at"`
+	Requests     uint64      `ch:"requests" json:"requests"`
+	FirstTS      time.Time   `ch:"first_ts" json:"first_ts"`
+	LastTS       time.Time   `ch:"last_ts" json:"last_ts"`
+	Models       []string    `ch:"models" json:"models"`
+	Nodes        []string    `ch:"nodes" json:"nodes"`
+	Confidence   float64     `ch:"confidence" json:"confidence"`
+	RequestKeys  []string    `ch:"request_keys" json:"request_keys"`
+	FindingIDs   []string    `ch:"finding_ids" json:"finding_ids"`
+	CreatedAt    time.Time   `ch:"created_at" json:"created_at"`
 }
 
 const affectedCols = `reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models, nodes, confidence,
