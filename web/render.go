@@ -92,13 +92,13 @@ var funcs = template.FuncMap{
 		if t.IsZero() || t.Unix() <= 0 {
 			return "—"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05")
+		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	},
 	"tsns": func(ns uint64) string {
 		if ns == 0 {
 			return "—"
 		}
-		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000")
+		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000") + " UTC"
 	},
 	"inputTime": func(t time.Time) string {
 		if t.IsZero() {

@@ -117,7 +117,17 @@ func mountUI(r *gin.Engine, o Options) error {
 	})
 	r.GET("/login", s.loginForm)
 	r.POST("/login", s.loginSubmit)
-	r.NoRoute(func(c *gin.Context) { s.renderError(c, http.StatusNotFound, "not found") })
+	r.GET("/favicon.ico", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/static/favicon.svg") })
+	// A 404 carries the navigation when the visitor is logged in, so a
+	// stale link is not a dead end.
+	r.NoRoute(func(c *gin.Context) {
+		if ck, err := c.Cookie(sessionCookie); err == nil {
+			if p, ok := s.auth.decodeSession(ck); ok {
+				c.Set(principalKey, p)
+			}
+		}
+		s.renderError(c, http.StatusNotFound, "There is no page at this address. Use the navigation above, or search for the request.")
+	})
 
 	authed := r.Group("/", s.authenticate(), s.csrf())
 	for _, rt := range append(apiRoutes(), pageRoutes()...) {
