@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -18,6 +19,10 @@ func parseSearch(c *gin.Context) (SearchQuery, error) {
 		RequestID: c.Query("request_id"), RID: c.Query("rid"), Tenant: c.Query("tenant"), Node: c.Query("node"),
 		Status: c.Query("status"), Sort: c.DefaultQuery("sort", "ts_desc"), Cursor: c.Query("cursor"),
 		Limit: pageLimit(c, 50),
+	}
+	// Pasted ids carry spaces and newlines; none of these fields can.
+	for _, p := range []*string{&q.RequestID, &q.RID, &q.Tenant, &q.Node, &q.Status, &q.Cursor} {
+		*p = strings.TrimSpace(*p)
 	}
 	for _, v := range []string{q.RequestID, q.RID, q.Tenant, q.Node, q.Status, q.Cursor} {
 		if !validUTF8Param(v) {
@@ -35,7 +40,7 @@ func parseSearch(c *gin.Context) (SearchQuery, error) {
 		}
 	}
 	var err error
-	if v := c.Query("bootstrap_room"); v != "" {
+	if v := strings.TrimSpace(c.Query("bootstrap_room")); v != "" {
 		if q.Room, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return q, invalid("bootstrap_room must be an unsigned integer")
 		}

@@ -463,6 +463,16 @@ func TestSearchKeysetPaging(t *testing.T) {
 	if p.Total != 6 {
 		t.Errorf("prompt range total = %d, want 6", p.Total)
 	}
+	// Trimmed, case-insensitive tenants, and prefixes with "*".
+	for q, want := range map[string]uint64{"tenant=%20ACME%20": 25, "tenant=ac*": 25, "tenant=Victim-CO": 1,
+		"request_id=req-00*": 25, "request_id=%20req-victim%0A": 1, "tenant=nobody": 0} {
+		_, body = u.api(t, "viewer", "GET", "/api/v1/requests?"+q, nil)
+		var sp SearchPage
+		_ = json.Unmarshal(body, &sp)
+		if sp.Total != want {
+			t.Errorf("search %s: total %d, want %d", q, sp.Total, want)
+		}
+	}
 	_, body = u.api(t, "viewer", "GET", "/api/v1/requests?rid=drid", nil)
 	_ = json.Unmarshal(body, &p)
 	if p.Total != 1 || p.Rows[0].RequestID != seedRequest {
