@@ -272,6 +272,7 @@ type caseView struct {
 	Runs      []AnalyzerRun                              `json:"analyzer_runs"`
 	Exports   []Export                                   `json:"exports,omitempty"`
 	CanRun    bool                                       `json:"can_run_analyzers"`
+	Charts    []*Chart                                   `json:"-"`
 	Message   string                                     `json:"-"`
 	FilterStr struct{ Tenants, Nodes, Analyzers string } `json:"-"`
 }
@@ -295,6 +296,12 @@ func (s *server) caseView(c *gin.Context) {
 	if v.Runs, err = s.cases.CaseRuns(ctx, cs.ID); err != nil {
 		s.fail(c, err)
 		return
+	}
+	if s.charts != nil && !isAPI(c) {
+		if v.Charts, err = caseCharts(ctx, s.charts, cs); err != nil {
+			s.fail(c, err)
+			return
+		}
 	}
 	if principal(c).Can(permExport) {
 		if v.Exports, err = s.exports.store.ListExports(ctx, cs.ID); err != nil {

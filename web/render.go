@@ -123,6 +123,7 @@ var funcs = template.FuncMap{
 	},
 	"roleLabel": func(r domain.Role) string { return r.Label() },
 	"add":       func(a, b int) int { return a + b },
+	"div":       func(a, b int) int { return a / b },
 	"list":      func(v ...string) []string { return v },
 }
 

@@ -27,7 +27,8 @@ var lanes = []string{"gateway", "prefill", "transfer", "decode"}
 
 type requestView struct {
 	*Timeline
-	Lanes []laneView `json:"-"`
+	Lanes     []laneView `json:"-"`
+	Swimlanes *Chart     `json:"-"`
 }
 
 type laneView struct {
@@ -58,7 +59,7 @@ func (s *server) requestView(c *gin.Context) {
 	if !s.audit(c, principal(c), "request_view", map[string]any{"request_id": id, "tenant": tl.Request.Tenant, "context": secs}, 1, http.StatusOK) {
 		return
 	}
-	v := requestView{Timeline: tl}
+	v := requestView{Timeline: tl, Swimlanes: swimlaneChart(tl)}
 	for _, l := range lanes {
 		lv := laneView{Name: l}
 		for _, e := range tl.Events {

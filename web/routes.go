@@ -99,7 +99,7 @@ func mountUI(r *gin.Engine, o Options) error {
 	}
 	s := &server{
 		log: o.Logger, auth: a, tmpl: tmpl, clock: &auditClock{now: now}, now: now,
-		audits: st, searches: st, requests: st, findings: st, overview: st, cases: st, affected: affected, analyzer: o.Analyzer,
+		audits: st, searches: st, requests: st, findings: st, overview: st, cases: st, affected: affected, analyzer: o.Analyzer, charts: st,
 		exports: &exporter{dir: dir, store: st, affected: affected, versions: st, log: o.Logger, version: o.Version, now: now,
 			sem: make(chan struct{}, maxRunningExport), progress: map[string]*[2]uint64{}},
 	}
