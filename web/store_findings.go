@@ -212,8 +212,8 @@ func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error)
 	// Evidence sits around the finding's own times (boot lines are found
 	// through node_boots by Lines).
 	f := fs[0]
-	near := []span{{f.TS.Add(-lineSlack), f.TS.Add(lineSlack)}, {f.FirstTS.Add(-lineSlack), f.FirstTS.Add(lineSlack)},
-		{f.LastTS.Add(-lineSlack), f.LastTS.Add(lineSlack)}}
+	near := []span{{From: f.TS.Add(-lineSlack), To: f.TS.Add(lineSlack)}, {From: f.FirstTS.Add(-lineSlack), To: f.FirstTS.Add(lineSlack)},
+		{From: f.LastTS.Add(-lineSlack), To: f.LastTS.Add(lineSlack)}}
 	if d.Lines, err = s.Lines(ctx, f.EvidenceIDs, near...); err != nil {
 		return nil, err
 	}

@@ -218,7 +218,8 @@ func (s chStore) fact(ctx context.Context, req RequestRow) (*factRow, error) {
 	var out []factRow
 	t := utc(req.TS)
 	err := s.c.Select(ctx, &out, `SELECT prefill_node, prefill_rid, decode_node, decode_rid, decode_dp_rank, line_ids
-FROM request_facts WHERE ts >= ? AND ts <= ? AND request_key = ? ORDER BY version DESC LIMIT 1`, t, t.Add(time.Second), req.RequestID)
+FROM request_facts WHERE tenant = ? AND request_key = ? AND ts >= ? AND ts <= ? ORDER BY version DESC LIMIT 1`,
+		req.Tenant, req.RequestID, t, t.Add(time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("request facts: %w", err)
 	}
@@ -230,8 +231,11 @@ FROM request_facts WHERE ts >= ? AND ts <= ? AND request_key = ? ORDER BY versio
 
 // span is a time range of lines to read (a ts range on tables sorted by
 // (node, ts, ...): node is low-cardinality, so ClickHouse reads only the
-// granules in the range, per node).
-type span struct{ From, To time.Time }
+// granules in the range, per node), on the given nodes if any are known.
+type span struct {
+	From, To time.Time
+	Nodes    []string
+}
 
 // lineSlack widens a request's known line times: lines without an id of
 // their own (a rejection message) sit close to the ones with one.
@@ -286,7 +290,11 @@ func (s chStore) RequestTimeline(ctx context.Context, requestID string, contextW
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
-		nodes, decodeAt, errs[0] = s.requestLines(ctx, tl, ids, keys)
+		var known []string
+		if f != nil {
+			known = []string{f.PrefillNode, f.DecodeNode}
+		}
+		nodes, decodeAt, errs[0] = s.requestLines(ctx, tl, ids, keys, known)
 	}()
 	go func() {
 		defer wg.Done()
@@ -353,7 +361,7 @@ type decodeRef struct {
 // requestLines reads the request's lines: those the fact linked (ids) and
 // those carrying its room or rids (keys) near its time, then the engine
 // and transfer events among them.
-func (s chStore) requestLines(ctx context.Context, tl *Timeline, ids map[uint64]bool, keys []string) (map[string]time.Time, decodeRef, error) {
+func (s chStore) requestLines(ctx context.Context, tl *Timeline, ids map[uint64]bool, keys, nodes []string) (map[string]time.Time, decodeRef, error) {
 	req := tl.Request
 	// The room and rids add lines the correlator may not have linked (a
 	// transfer retry); only those near the request count, as rids and
@@ -362,14 +370,16 @@ func (s chStore) requestLines(ctx context.Context, tl *Timeline, ids map[uint64]
 	if err != nil {
 		return nil, decodeRef{}, err
 	}
-	sp := span{From: utc(req.TS).Add(-lineSlack), To: utc(req.TS).Add(lineSlack)}
+	sp := span{From: utc(req.TS).Add(-lineSlack), To: utc(req.TS).Add(lineSlack), Nodes: append([]string{req.Gateway}, nodes...)}
 	for _, r := range refs {
 		if r.TS.Before(req.TS.Add(-requestSlack)) || r.TS.After(req.TS.Add(requestSlack)) {
 			continue
 		}
 		ids[r.LineID] = true
 		sp.From, sp.To = minTime(sp.From, r.TS.Add(-lineSlack)), maxTime(sp.To, r.TS.Add(lineSlack))
+		sp.Nodes = append(sp.Nodes, r.Node)
 	}
+	sp.Nodes = uniqStrings(nonEmpty(sp.Nodes))
 	lineIDs := make([]uint64, 0, len(ids))
 	for id := range ids {
 		lineIDs = append(lineIDs, id)
@@ -378,10 +388,16 @@ func (s chStore) requestLines(ctx context.Context, tl *Timeline, ids map[uint64]
 	if tl.Lines, err = s.Lines(ctx, lineIDs, sp); err != nil {
 		return nil, decodeRef{}, err
 	}
-	// The event tables are read over the span the lines were found in.
+	// The event tables are read over the span and nodes the lines were
+	// found in.
+	if len(tl.Lines) > 0 {
+		sp = span{From: tl.Lines[0].TS, To: tl.Lines[0].TS}
+	}
 	for _, l := range tl.Lines {
 		sp.From, sp.To = minTime(sp.From, l.TS), maxTime(sp.To, l.TS)
+		sp.Nodes = append(sp.Nodes, l.Node)
 	}
+	sp.Nodes = uniqStrings(sp.Nodes)
 	return s.requestEvents(ctx, tl, lineIDs, sp)
 }
 
@@ -390,10 +406,14 @@ func (s chStore) requestLines(ctx context.Context, tl *Timeline, ids map[uint64]
 func (s chStore) requestEvents(ctx context.Context, tl *Timeline, lineIDs []uint64, sp span) (map[string]time.Time, decodeRef, error) {
 	nodes := map[string]time.Time{}
 	var decodeAt decodeRef
+	where, args := spanWhere([]span{sp})
+	if where == "" {
+		return nodes, decodeAt, nil
+	}
 	var ev []engineEventRow
 	err := s.c.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
  cached_tokens, limit_tokens, finish_type, finish_message, status_code, line_id
-FROM engine_events WHERE ts >= ? AND ts <= ? AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, utc(sp.From), utc(sp.To).Add(time.Second), lineIDs)
+FROM engine_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, append(args, lineIDs)...)
 	if err != nil {
 		return nil, decodeAt, fmt.Errorf("engine events: %w", err)
 	}
@@ -424,7 +444,7 @@ FROM engine_events WHERE ts >= ? AND ts <= ? AND has(?, line_id) ORDER BY ts_ns 
 	}
 	var tr []transferEventRow
 	err = s.c.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
-FROM transfer_events WHERE ts >= ? AND ts <= ? AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, utc(sp.From), utc(sp.To).Add(time.Second), lineIDs)
+FROM transfer_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, append(args, lineIDs)...)
 	if err != nil {
 		return nil, decodeAt, fmt.Errorf("transfer events: %w", err)
 	}
@@ -513,7 +533,15 @@ func spanWhere(spans []span) (string, []any) {
 		if sp.From.IsZero() && sp.To.IsZero() {
 			continue
 		}
-		parts = append(parts, "(ts >= ? AND ts <= ?)")
+		if len(sp.Nodes) == 0 {
+			parts = append(parts, "(ts >= ? AND ts <= ?)")
+			args = append(args, utc(sp.From), utc(sp.To).Add(time.Second))
+			continue
+		}
+		parts = append(parts, "(node IN ("+placeholders(len(sp.Nodes))+") AND ts >= ? AND ts <= ?)")
+		for _, n := range sp.Nodes {
+			args = append(args, n)
+		}
 		args = append(args, utc(sp.From), utc(sp.To).Add(time.Second))
 	}
 	if len(parts) == 0 {
@@ -609,26 +637,57 @@ func nonEmpty(v []string) []string {
 	return out
 }
 
-// decodeContext lists the engine events on node/rank within ±window of t,
-// with the tenant and gateway request id of each (by bootstrap room).
+// contextGatewaySlack: a gateway logs its response after the decode rank
+// finished the request, minutes later for a long generation.
+const contextGatewaySlack = 10 * time.Minute
+
+// decodeContext lists the engine events on node/rank within ±window of t
+// (a primary-key range), then the tenant and gateway request id of each
+// of their rooms. gateway_responses is sorted by tenant first, so its read
+// is bounded by time and narrowed to those rooms before any grouping.
 func (s chStore) decodeContext(ctx context.Context, node string, rank int16, t time.Time, window time.Duration) ([]ContextRow, error) {
-	from, to := utc(t).Add(-window-requestSlack/60), utc(t).Add(window)
+	from, to := utc(t).Add(-window-time.Minute), utc(t).Add(window)
 	var out []ContextRow
-	err := s.c.Select(ctx, &out, `SELECT ts, ts_ns, event, rid, ctx_room, prompt_tokens, finish_type, gw_tenant, gw_request_id, line_id
-FROM (
-  SELECT ts, ts_ns, event, rid, bootstrap_room, bootstrap_room AS ctx_room, prompt_tokens, finish_type, line_id
-  FROM engine_events
-  WHERE node = ? AND dp_rank = ? AND ts >= ? AND ts <= ? AND bootstrap_room != 0
-  ORDER BY ts_ns LIMIT 1 BY line_id
-) ALL LEFT JOIN (
-  SELECT bootstrap_room, any(tenant) AS gw_tenant, any(request_id) AS gw_request_id
-  FROM gateway_responses
-  WHERE ts >= ? AND ts <= ?
-  GROUP BY bootstrap_room
-) USING bootstrap_room
-ORDER BY ts_ns LIMIT 2000`, node, rank, from, to, from, to.Add(requestSlack))
+	err := s.c.Select(ctx, &out, `SELECT ts, ts_ns, event, rid, bootstrap_room AS ctx_room, prompt_tokens, finish_type, '' AS gw_tenant,
+ '' AS gw_request_id, line_id
+FROM engine_events
+WHERE node = ? AND dp_rank = ? AND ts >= ? AND ts <= ? AND bootstrap_room != 0
+ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, rank, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("decode context: %w", err)
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	rooms := map[uint64]bool{}
+	args := []any{}
+	for _, r := range out {
+		if !rooms[r.Room] {
+			rooms[r.Room] = true
+			args = append(args, r.Room)
+		}
+	}
+	var gw []struct {
+		Room   uint64 `ch:"bootstrap_room"`
+		Tenant string `ch:"tenant"`
+		ID     string `ch:"request_id"`
+	}
+	err = s.c.Select(ctx, &gw, `SELECT bootstrap_room, any(tenant) AS tenant, any(request_id) AS request_id
+FROM gateway_responses
+PREWHERE bootstrap_room IN (`+placeholders(len(args))+`)
+WHERE ts >= ? AND ts <= ?
+GROUP BY bootstrap_room`, append(args, from, to.Add(contextGatewaySlack))...)
+	if err != nil {
+		return nil, fmt.Errorf("decode context requests: %w", err)
+	}
+	by := map[uint64]int{}
+	for i, g := range gw {
+		by[g.Room] = i
+	}
+	for i := range out {
+		if j, ok := by[out[i].Room]; ok {
+			out[i].Tenant, out[i].RequestID = gw[j].Tenant, gw[j].ID
+		}
 	}
 	return out, nil
 }
