@@ -149,6 +149,18 @@ func (s *server) caseParam(c *gin.Context) (Case, bool) {
 
 type casesView struct {
 	Cases []Case `json:"cases"`
+	// Error and Form re-render a rejected form with its input kept.
+	Error string            `json:"-"`
+	Form  map[string]string `json:"-"`
+}
+
+// formValues keeps what the user typed into the case form.
+func formValues(c *gin.Context) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{"name", "window_from", "window_to", "tenants", "nodes", "analyzers", "notes"} {
+		out[k] = c.PostForm(k)
+	}
+	return out
 }
 
 func (s *server) casesList(c *gin.Context) {
@@ -164,6 +176,16 @@ func (s *server) caseCreate(c *gin.Context) {
 	now := s.now().UTC()
 	p := principal(c)
 	cs, err := bindCase(c, Case{ID: newID("case-"), CreatedBy: p.Name, CreatedAt: now})
+	if err != nil && !isAPI(c) && domain.KindOf(err) == domain.Invalid {
+		// The form comes back with the message and the input kept.
+		list, lerr := s.cases.ListCases(c.Request.Context())
+		if lerr != nil {
+			s.fail(c, lerr)
+			return
+		}
+		s.renderTitled(c, http.StatusBadRequest, "cases", "Cases", casesView{Cases: list, Error: domain.Message(err), Form: formValues(c)}, 0)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return

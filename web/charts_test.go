@@ -101,3 +101,25 @@ func TestPromptChartMarksHoursOverTheLimit(t *testing.T) {
 		t.Fatalf("point over the limit at y=%d is not above the threshold at y=%d", overY, limY)
 	}
 }
+
+// A rejected case form comes back with the message and the input kept.
+func TestCaseFormKeepsInputOnError(t *testing.T) {
+	u := seededUI(t)
+	c, csrf, _ := u.login(t, "responder-user", testPassword)
+	resp, err := c.PostForm(u.srv.URL+"/cases", map[string][]string{"_csrf": {csrf}, "name": {"late <b>window</b>"},
+		"window_from": {"2026-07-02T00:00"}, "window_to": {"2026-07-01T00:00"}, "tenants": {"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, `id="case-error"`) || !strings.Contains(page, "from must be before to") {
+		t.Fatalf("status %d, page lacks the message: %.300s", resp.StatusCode, page)
+	}
+	for _, kept := range []string{`value="late &lt;b&gt;window&lt;/b&gt;"`, `value="2026-07-02T00:00"`, `value="acme"`, `<nav>`} {
+		if !strings.Contains(page, kept) {
+			t.Errorf("re-rendered form lacks %s", kept)
+		}
+	}
+}
