@@ -485,6 +485,11 @@ func (s *server) exportView(c *gin.Context) {
 	if !ok {
 		return
 	}
+	// Who looked at a notification list (and its manifest) is audited like
+	// who downloaded it.
+	if !s.audit(c, principal(c), "export_view", map[string]any{"export_id": e.ID, "case_id": e.CaseID, "status": e.Status}, int64(e.Rows), http.StatusOK) {
+		return
+	}
 	if isAPI(c) {
 		c.JSON(http.StatusOK, e)
 		return
