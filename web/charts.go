@@ -330,10 +330,8 @@ func promptChart(node string, pts []PromptPoint, boots []NodeLimits) *Chart {
 			under.Points = append(under.Points, pt)
 		}
 	}
-	// The threshold: the boot's max_req_input_len (derived from the KV
-	// pool; a longer prompt is rejected), else the pool itself, as a step
-	// line over the boots.
-	limit := Series{Name: "rejection threshold (max_req_input_len, else the KV pool)", Class: "line-limit", Kind: "line"}
+	// The threshold of the boot in force, as a step line over the boots.
+	limit := Series{Name: "rejection threshold (the smaller of the KV pool and max_req_input_len)", Class: "line-limit", Kind: "line"}
 	var path []byte
 	for i, b := range boots {
 		start := b.BootTS
@@ -369,11 +367,16 @@ func promptChart(node string, pts []PromptPoint, boots []NodeLimits) *Chart {
 	return c
 }
 
+// threshold is the longest prompt the boot accepts: the smaller of
+// max_req_input_len and the KV pool (a prompt over the pool cannot be held
+// and is rejected even when the context length allows it: the 2026
+// incident).
 func threshold(b NodeLimits) uint64 {
-	if b.MaxReqInputLen > 0 {
-		return b.MaxReqInputLen
+	t := b.MaxTotalNumTokens
+	if b.MaxReqInputLen > 0 && (t == 0 || b.MaxReqInputLen < t) {
+		t = b.MaxReqInputLen
 	}
-	return b.MaxTotalNumTokens
+	return t
 }
 
 func sevRank(s string) int {
