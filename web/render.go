@@ -106,10 +106,11 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02T15:04:05")
 	},
-	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
-	"f1":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"join":  func(s []string) string { return shown(strings.Join(s, ", "), 400) },
-	"lower": strings.ToLower,
+	"pct":    func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
+	"pctNum": func(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) },
+	"f1":     func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"join":   func(s []string) string { return shown(strings.Join(s, ", "), 400) },
+	"lower":  strings.ToLower,
 	"sevClass": func(s string) string {
 		switch strings.ToUpper(s) {
 		case "HIGH", "CRITICAL":
@@ -194,6 +195,18 @@ func (s *server) fail(c *gin.Context, err error) {
 	}
 	s.renderError(c, domain.HTTPStatus(k), msg)
 	c.Abort()
+}
+
+// firstPageURL is the current listing without its cursor, "" on the
+// first page. Keyset pages have no cheap "previous"; the first page is one
+// click away, and the browser's back button is the previous page.
+func firstPageURL(c *gin.Context, path string) string {
+	q := c.Request.URL.Query()
+	if q.Get("cursor") == "" {
+		return ""
+	}
+	q.Del("cursor")
+	return path + "?" + q.Encode()
 }
 
 // parseTime accepts RFC 3339, "2006-01-02T15:04[:05]" (UTC, what

@@ -75,6 +75,7 @@ type searchView struct {
 	SearchPage
 	Searched bool   `json:"-"`
 	NextURL  string `json:"-"`
+	FirstURL string `json:"-"`
 	CaseID   string `json:"case_id,omitempty"`
 	// Tenant and Affected are set on a case's tenant view.
 	Tenant   string        `json:"tenant,omitempty"`
@@ -88,7 +89,7 @@ func (s *server) search(c *gin.Context) {
 		return
 	}
 	searched := len(c.Request.URL.RawQuery) > 0
-	view := searchView{SearchPage: SearchPage{Query: q}, Searched: searched}
+	view := searchView{SearchPage: SearchPage{Query: q}, Searched: searched, FirstURL: firstPageURL(c, "/search")}
 	if searched || isAPI(c) {
 		page, err := s.searches.SearchRequests(c.Request.Context(), q)
 		if err != nil {

@@ -524,6 +524,27 @@ func TestTimelineAndAudit(t *testing.T) {
 			t.Error("prefill-0 pool should be smaller than the context")
 		}
 	}
+	// Confidence is entered in percent, as it is shown.
+	for q, want := range map[string]uint64{"min_confidence=90": 1, "min_confidence=96%25": 0} {
+		_, body = u.api(t, "viewer", "GET", "/api/v1/findings?"+q, nil)
+		var fp FindingPage
+		_ = json.Unmarshal(body, &fp)
+		if fp.Total != want {
+			t.Errorf("findings?%s: total %d, want %d", q, fp.Total, want)
+		}
+	}
+	if code, _ := u.api(t, "viewer", "GET", "/api/v1/findings?min_confidence=150", nil); code != 400 {
+		t.Errorf("min_confidence=150 = %d, want 400", code)
+	}
+	// The audit log filters by tenant.
+	for q, want := range map[string]uint64{"tenant=victim-co&action=request_view": 1, "tenant=acme&action=request_view": 0} {
+		_, body = u.api(t, "admin", "GET", "/api/v1/audit?"+q, nil)
+		var ap AuditPage
+		_ = json.Unmarshal(body, &ap)
+		if ap.Total != want {
+			t.Errorf("audit?%s: total %d, want %d", q, ap.Total, want)
+		}
+	}
 	_, body = u.api(t, "admin", "GET", "/api/v1/audit?action=request_view", nil)
 	var ap AuditPage
 	_ = json.Unmarshal(body, &ap)
