@@ -22,6 +22,7 @@ type caseStore interface {
 	SaveCase(ctx context.Context, c Case) error
 	HoldEvidence(ctx context.Context, c Case, by string, at time.Time) (uint64, error)
 	HeldLines(ctx context.Context, caseID string) (uint64, error)
+	HoldInfo(ctx context.Context, caseID string) (HoldInfo, error)
 	CaseRuns(ctx context.Context, caseID string) ([]AnalyzerRun, error)
 }
 
@@ -291,6 +292,7 @@ type caseView struct {
 	Case      Case                                       `json:"case"`
 	Affected  AffectedList                               `json:"affected"`
 	Held      uint64                                     `json:"held_lines"`
+	Hold      HoldInfo                                   `json:"hold"`
 	Runs      []AnalyzerRun                              `json:"analyzer_runs"`
 	Exports   []Export                                   `json:"exports,omitempty"`
 	CanRun    bool                                       `json:"can_run_analyzers"`
@@ -312,6 +314,10 @@ func (s *server) caseView(c *gin.Context) {
 		return
 	}
 	if v.Held, err = s.cases.HeldLines(ctx, cs.ID); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if v.Hold, err = s.cases.HoldInfo(ctx, cs.ID); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -386,6 +392,34 @@ func (s *server) caseHold(c *gin.Context) {
 		return
 	}
 	c.Redirect(http.StatusSeeOther, "/cases/"+cs.ID+"?msg=held")
+}
+
+// caseRelease lifts a case's legal hold (admins only): retention may drop
+// the case's partitions again. The copies already in case_evidence stay.
+func (s *server) caseRelease(c *gin.Context) {
+	cs, ok := s.caseParam(c)
+	if !ok {
+		return
+	}
+	p := principal(c)
+	now := s.now().UTC()
+	if !cs.LegalHold {
+		s.fail(c, domain.Errorf(domain.Conflict, "case %s is not under legal hold", cs.ID))
+		return
+	}
+	cs.LegalHold, cs.UpdatedAt, cs.Version = false, now, max(uint64(now.UnixNano()), cs.Version+1)
+	if err := s.cases.SaveCase(c.Request.Context(), cs); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, p, "legal_hold_release", map[string]any{"case_id": cs.ID}, 1, http.StatusOK) {
+		return
+	}
+	if isAPI(c) {
+		c.JSON(http.StatusOK, gin.H{"case_id": cs.ID, "legal_hold": false})
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/cases/"+cs.ID+"?msg=released")
 }
 
 func (s *server) caseAnalyze(c *gin.Context) {

@@ -40,6 +40,8 @@ func apiRoutes() []Route {
 		{"GET", "/api/v1/cases/:id/affected", permRead, h((*server).caseAffected)},
 		{"GET", "/api/v1/cases/:id/tenants/:tenant", permRead, h((*server).caseTenant)},
 		{"POST", "/api/v1/cases/:id/hold", permCaseWrite, h((*server).caseHold)},
+		// Releasing a hold is an admin's act (permAudit is admin-only).
+		{"POST", "/api/v1/cases/:id/release", permAudit, h((*server).caseRelease)},
 		{"POST", "/api/v1/cases/:id/analyze", permCaseWrite, h((*server).caseAnalyze)},
 		{"GET", "/api/v1/cases/:id/exports", permExport, h((*server).caseExports)},
 		{"POST", "/api/v1/cases/:id/exports", permExport, h((*server).exportCreate)},
@@ -66,6 +68,7 @@ func pageRoutes() []Route {
 		{"POST", "/cases/:id", permCaseWrite, h((*server).caseUpdate)},
 		{"GET", "/cases/:id/tenants/:tenant", permRead, h((*server).caseTenant)},
 		{"POST", "/cases/:id/hold", permCaseWrite, h((*server).caseHold)},
+		{"POST", "/cases/:id/release", permAudit, h((*server).caseRelease)},
 		{"POST", "/cases/:id/analyze", permCaseWrite, h((*server).caseAnalyze)},
 		{"POST", "/cases/:id/exports", permExport, h((*server).exportCreate)},
 		{"GET", "/exports/:id", permExport, h((*server).exportView)},

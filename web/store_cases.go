@@ -122,6 +122,24 @@ func (s chStore) HeldLines(ctx context.Context, caseID string) (uint64, error) {
 	return n, nil
 }
 
+// HoldInfo is who froze a case's evidence and when (the latest hold).
+type HoldInfo struct {
+	By string    `ch:"last_held_by" json:"held_by"`
+	At time.Time `ch:"last_held_at" json:"held_at"`
+}
+
+// HoldInfo reads the latest hold of a case from case_evidence.
+func (s chStore) HoldInfo(ctx context.Context, caseID string) (HoldInfo, error) {
+	var rows []HoldInfo
+	if err := s.c.Select(ctx, &rows, "SELECT argMax(held_by, held_at) AS last_held_by, max(held_at) AS last_held_at FROM case_evidence WHERE case_id = ?", caseID); err != nil {
+		return HoldInfo{}, fmt.Errorf("hold info: %w", err)
+	}
+	if len(rows) == 0 {
+		return HoldInfo{}, nil
+	}
+	return rows[0], nil
+}
+
 func boolU8(b bool) uint8 {
 	if b {
 		return 1

@@ -303,6 +303,8 @@ func TestAPIRoutesByRole(t *testing.T) {
 		{"GET", "/api/v1/cases/" + cs.ID + "/affected", nil, all, 200},
 		{"GET", "/api/v1/cases/" + cs.ID + "/tenants/acme", nil, all, 200},
 		{"POST", "/api/v1/cases/" + cs.ID + "/hold", nil, writers, 200},
+		// The hold above is released by an admin only (then it is off).
+		{"POST", "/api/v1/cases/" + cs.ID + "/release", nil, admins, 200},
 		{"POST", "/api/v1/cases/" + cs.ID + "/analyze", nil, writers, 501},
 		{"GET", "/api/v1/cases/" + cs.ID + "/exports", nil, exporters, 200},
 		{"POST", "/api/v1/cases/" + cs.ID + "/exports", nil, exporters, 202},
@@ -350,7 +352,7 @@ func routeTemplate(p string) string {
 		{`^/api/v1/evidence/[^/]+$`, "/api/v1/evidence/:id"},
 		{`^/api/v1/findings/[^/]+$`, "/api/v1/findings/:id"},
 		{`^/api/v1/cases/[^/]+/tenants/[^/]+$`, "/api/v1/cases/:id/tenants/:tenant"},
-		{`^/api/v1/cases/[^/]+/(affected|hold|analyze|exports)$`, "/api/v1/cases/:id/$1"},
+		{`^/api/v1/cases/[^/]+/(affected|hold|release|analyze|exports)$`, "/api/v1/cases/:id/$1"},
 		{`^/api/v1/cases/[^/]+$`, "/api/v1/cases/:id"},
 		{`^/api/v1/exports/[^/]+/files/.+$`, "/api/v1/exports/:id/files/*name"},
 		{`^/api/v1/exports/[^/]+$`, "/api/v1/exports/:id"},
