@@ -11,7 +11,9 @@ import (
 
 // requestStore is what the request timeline and evidence pages need.
 type requestStore interface {
-	RequestTimeline(ctx context.Context, requestID string, contextWindow time.Duration) (*Timeline, error)
+	// tenant, when the link knows it, makes the gateway row a primary-key
+	// read; a wrong or empty tenant only costs time.
+	RequestTimeline(ctx context.Context, requestID, tenant string, contextWindow time.Duration) (*Timeline, error)
 	Lines(ctx context.Context, ids []uint64, near ...span) ([]RawLine, error)
 }
 
@@ -51,7 +53,12 @@ func (s *server) requestView(c *gin.Context) {
 		}
 		secs = n
 	}
-	tl, err := s.requests.RequestTimeline(c.Request.Context(), id, time.Duration(secs)*time.Second)
+	tenant := c.Query("tenant")
+	if !validUTF8Param(tenant) {
+		s.fail(c, invalid("bad tenant"))
+		return
+	}
+	tl, err := s.requests.RequestTimeline(c.Request.Context(), id, tenant, time.Duration(secs)*time.Second)
 	if err != nil {
 		s.fail(c, err)
 		return

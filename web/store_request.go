@@ -171,7 +171,7 @@ WHERE id IN (`+placeholders(len(ids))+`) AND has(?, id_kind) LIMIT 10000`, args.
 // gateway line's time, which bounds the read of gateway_responses to the
 // partition and granules around it. Several rows (the same id from two
 // gateways) are resolved to the newest.
-func (s chStore) Request(ctx context.Context, requestID string) (RequestRow, error) {
+func (s chStore) Request(ctx context.Context, requestID, tenant string) (RequestRow, error) {
 	refs, err := s.idRefs(ctx, []string{"request_id"}, []string{requestID})
 	if err != nil {
 		return RequestRow{}, err
@@ -184,10 +184,21 @@ func (s chStore) Request(ctx context.Context, requestID string) (RequestRow, err
 		from, to = minTime(from, r.TS), maxTime(to, r.TS)
 	}
 	var rows []RequestRow
-	err = s.c.Select(ctx, &rows, "SELECT "+requestCols+` FROM gateway_responses
-WHERE ts >= ? AND ts <= ? AND request_id = ? ORDER BY ts_ns DESC LIMIT 1`, utc(from), utc(to).Add(time.Second), requestID)
-	if err != nil {
-		return RequestRow{}, fmt.Errorf("request: %w", err)
+	// With the tenant this reads by the table's key (tenant, ts, ...);
+	// without it, the granules of the partition that may hold the time.
+	if tenant != "" {
+		err = s.c.Select(ctx, &rows, "SELECT "+requestCols+` FROM gateway_responses
+WHERE tenant = ? AND ts >= ? AND ts <= ? AND request_id = ? ORDER BY ts_ns DESC LIMIT 1`, tenant, utc(from), utc(to).Add(time.Second), requestID)
+		if err != nil {
+			return RequestRow{}, fmt.Errorf("request: %w", err)
+		}
+	}
+	if len(rows) == 0 {
+		err = s.c.Select(ctx, &rows, "SELECT "+requestCols+` FROM gateway_responses
+PREWHERE request_id = ? WHERE ts >= ? AND ts <= ? ORDER BY ts_ns DESC LIMIT 1`, requestID, utc(from), utc(to).Add(time.Second))
+		if err != nil {
+			return RequestRow{}, fmt.Errorf("request: %w", err)
+		}
 	}
 	if len(rows) == 0 {
 		return RequestRow{}, errNotFound
@@ -246,8 +257,8 @@ const lineSlack = 2 * time.Minute
 // request_facts for every line ingest or analysis linked to it (including
 // lines that carry no id, like a prefill rejection), then the event tables
 // and raw_lines by (time range, line id).
-func (s chStore) RequestTimeline(ctx context.Context, requestID string, contextWindow time.Duration) (*Timeline, error) {
-	req, err := s.Request(ctx, requestID)
+func (s chStore) RequestTimeline(ctx context.Context, requestID, tenant string, contextWindow time.Duration) (*Timeline, error) {
+	req, err := s.Request(ctx, requestID, tenant)
 	if err != nil {
 		return nil, err
 	}

@@ -127,11 +127,13 @@ func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
 	// Samples: requests named by findings (the ones a responder opens)
 	// and random ones; findings of the latest runs as the API lists them;
 	// evidence lines as finding pages link them.
-	var reqIDs []string
+	// Request URLs carry ?tenant= as the UI's links do.
+	var reqIDs, rawIDs []string
 	var fpage struct {
 		Findings []struct {
 			ID        string `json:"finding_id"`
 			RequestID string `json:"gateway_request_id"`
+			Tenant    string `json:"tenant"`
 		} `json:"findings"`
 	}
 	_, body, err := get("/api/v1/findings?limit=" + strconv.Itoa(o.Samples) + "&severity=HIGH")
@@ -145,21 +147,23 @@ func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
 	for _, f := range fpage.Findings {
 		findingIDs = append(findingIDs, f.ID)
 		if f.RequestID != "" && len(reqIDs) < o.Samples/2 {
-			reqIDs = append(reqIDs, f.RequestID)
+			reqIDs = append(reqIDs, url.PathEscape(f.RequestID)+"?tenant="+url.QueryEscape(f.Tenant))
+			rawIDs = append(rawIDs, f.RequestID)
 		}
 	}
-	rows, err := conn.Query(ctx, `SELECT request_id FROM gateway_responses WHERE request_id != ''
+	rows, err := conn.Query(ctx, `SELECT request_id, tenant FROM gateway_responses WHERE request_id != ''
 ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 	if err != nil {
 		return res, fmt.Errorf("sample requests: %w", err)
 	}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var id, tenant string
+		if err := rows.Scan(&id, &tenant); err != nil {
 			rows.Close()
 			return res, err
 		}
-		reqIDs = append(reqIDs, id)
+		reqIDs = append(reqIDs, url.PathEscape(id)+"?tenant="+url.QueryEscape(tenant))
+		rawIDs = append(rawIDs, id)
 	}
 	rows.Close()
 	var lineURLs []string
@@ -192,7 +196,7 @@ ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 		page string
 		urls []string
 	}{
-		{"request page", prefixed("/requests/", reqIDs)},
+		{"request page", prefixedRaw("/requests/", reqIDs)},
 		{"finding detail", prefixed("/findings/", findingIDs)},
 		{"evidence line", lineURLs},
 		{"overview", []string{"/"}},
@@ -227,7 +231,7 @@ ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 
 	// The baseline, in the same run: a primary-key read and a line scan.
 	var keys, scans []time.Duration
-	for i, id := range reqIDs {
+	for i, id := range rawIDs {
 		start := time.Now()
 		var n uint64
 		if err := conn.QueryRow(ctx, "SELECT count() FROM id_index WHERE id = ? AND id_kind = 'request_id'", id).Scan(&n); err != nil {
@@ -244,6 +248,14 @@ ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 	}
 	res.KeyRead, res.LineScan = P(keys, 0.5), P(scans, 0.5)
 	return res, nil
+}
+
+func prefixedRaw(p string, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, x := range paths {
+		out[i] = p + x
+	}
+	return out
 }
 
 func prefixed(p string, ids []string) []string {
