@@ -66,6 +66,16 @@ func tenantPrefix(t string) (string, bool) {
 // so the filter stays "tenant IN (...)" on the table's first key column.
 func (s chStore) resolveTenants(ctx context.Context, t string) ([]string, error) {
 	p, prefix := tenantPrefix(t)
+	if !prefix {
+		// The usual case, spelled as stored: one key read.
+		var n uint64
+		if err := s.c.QueryRow(ctx, "SELECT count() FROM (SELECT 1 FROM gateway_responses WHERE tenant = ? LIMIT 1)", p).Scan(&n); err != nil {
+			return nil, fmt.Errorf("tenants: %w", err)
+		}
+		if n > 0 {
+			return []string{p}, nil
+		}
+	}
 	cond := "lower(tenant) = lower(?)"
 	if prefix {
 		cond = "startsWith(lower(tenant), lower(?))"
