@@ -488,3 +488,34 @@ func caseCharts(ctx context.Context, st chartStore, cs Case) ([]*Chart, error) {
 	}
 	return out, nil
 }
+
+// poolChart draws the decode rank's KV pool usage (percent, from its batch
+// lines) around the request, the request's time marked: a leak shows as
+// pages held after requests finished.
+func poolChart(tl *Timeline) *Chart {
+	if len(tl.Pool) == 0 {
+		return nil
+	}
+	c := newChart("pool-chart", fmt.Sprintf("KV pool usage on %s dp%d, ±%s around the request", tl.DecodeNode, tl.DecodeRank, poolWindow), "time", "pool used (%)")
+	at := tl.Request.TS
+	ts := timeScale{from: at.Add(-poolWindow), to: at.Add(poolWindow), x0: c.X0, x1: c.X1}
+	ys := linScale{max: 100, y0: c.Y1, y1: c.Y0}
+	c.XTicks, c.YTicks = timeTicks(ts, 6), valueTicks(ys)
+	s := Series{Name: "token usage (batch lines)", Class: "line-usage", Kind: "line"}
+	var path []byte
+	c.Table.Head = []string{"time (UTC)", "pool used %", "tokens", "running", "line"}
+	for i, p := range tl.Pool {
+		t := time.Unix(0, int64(p.TSNS)).UTC()
+		cmd := "L"
+		if i == 0 {
+			cmd = "M"
+		}
+		path = fmt.Appendf(path, "%s%d %d ", cmd, ts.px(t), ys.px(p.Usage*100))
+		c.Table.Rows = append(c.Table.Rows, []string{t.Format("2006-01-02 15:04:05.000"), strconv.FormatFloat(p.Usage*100, 'f', 1, 64),
+			strconv.FormatUint(p.Tokens, 10), strconv.Itoa(int(p.Running)), strconv.FormatUint(p.LineID, 10)})
+	}
+	s.Path = string(path)
+	c.Series = append(c.Series, s)
+	c.Markers = append(c.Markers, Marker{X: ts.px(at), Text: "this request"})
+	return c
+}

@@ -25,6 +25,14 @@ func seriesOf(page string) map[string]string {
 // its data table present.
 func TestChartsRender(t *testing.T) {
 	u := seededUI(t)
+	// Batch lines of the victim's decode rank around its time.
+	vts := seedStart.Add(30 * time.Minute)
+	var batches [][]any
+	for i := -3; i <= 3; i++ {
+		ts := vts.Add(time.Duration(i) * time.Minute)
+		batches = append(batches, []any{ts, uint64(ts.UnixNano()), "decode-0", "decode", int16(2), 0.5 + float64(i)/10, uint64(1000), int32(4), uint64(7000 + i + 3)})
+	}
+	mustExec(t, u.store, `INSERT INTO batch_stats (ts, ts_ns, node, role, dp_rank, token_usage, num_token, running_req, line_id)`, batches...)
 	code, body := u.api(t, "admin", "POST", "/api/v1/cases", map[string]any{"name": "chart case",
 		"window_from": seedStart.Format(time.RFC3339), "window_to": seedStart.Add(2 * time.Hour).Format(time.RFC3339)})
 	if code != http.StatusCreated {
@@ -38,7 +46,7 @@ func TestChartsRender(t *testing.T) {
 		want map[string]string
 	}{
 		// gateway, prefill and decode lanes hold events; transfer none.
-		{"/requests/" + seedRequest, map[string]string{"swimlanes": "3"}},
+		{"/requests/" + seedRequest, map[string]string{"swimlanes": "3", "pool-chart": "1"}},
 		// one analyzer/severity; the prompt chart: threshold, within,
 		// over, context length.
 		{"/cases/" + cs.ID, map[string]string{"affected-chart": "1", "prompt-prefill-0": "4"}},

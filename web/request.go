@@ -31,6 +31,7 @@ type requestView struct {
 	*Timeline
 	Lanes     []laneView `json:"-"`
 	Swimlanes *Chart     `json:"-"`
+	PoolChart *Chart     `json:"-"`
 }
 
 type laneView struct {
@@ -66,7 +67,7 @@ func (s *server) requestView(c *gin.Context) {
 	if !s.audit(c, principal(c), "request_view", map[string]any{"request_id": id, "tenant": tl.Request.Tenant, "context": secs}, 1, http.StatusOK) {
 		return
 	}
-	v := requestView{Timeline: tl, Swimlanes: swimlaneChart(tl)}
+	v := requestView{Timeline: tl, Swimlanes: swimlaneChart(tl), PoolChart: poolChart(tl)}
 	for _, l := range lanes {
 		lv := laneView{Name: l}
 		for _, e := range tl.Events {

@@ -95,6 +95,34 @@ type Timeline struct {
 	// stale pages that held only its own tenant's data.
 	Sources     []Source `json:"sources"`
 	OwnDataOnly bool     `json:"own_data_only"`
+	// Pool is the decode rank's KV pool usage from its batch lines around
+	// the request (±poolWindow).
+	Pool []PoolPoint `json:"decode_pool"`
+}
+
+// PoolPoint is one batch line's pool usage on a decode rank.
+type PoolPoint struct {
+	TS      time.Time `ch:"ts" json:"ts"`
+	TSNS    uint64    `ch:"ts_ns" json:"ts_ns,string"`
+	Usage   float64   `ch:"token_usage" json:"token_usage"`
+	Tokens  uint64    `ch:"num_token" json:"num_token"`
+	Running int32     `ch:"running_req" json:"running_req"`
+	LineID  uint64    `ch:"line_id" json:"line_id,string"`
+}
+
+// poolWindow is how far around a request its decode rank's pool is drawn.
+const poolWindow = 5 * time.Minute
+
+// decodePool reads the rank's batch lines by (node, ts range): a key read.
+func (s chStore) decodePool(ctx context.Context, node string, rank int16, t time.Time) ([]PoolPoint, error) {
+	var out []PoolPoint
+	err := s.c.Select(ctx, &out, `SELECT ts, ts_ns, token_usage, num_token, running_req, line_id FROM batch_stats
+WHERE node = ? AND ts >= ? AND ts <= ? AND (dp_rank = ? OR dp_rank < 0)
+ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, utc(t).Add(-poolWindow), utc(t).Add(poolWindow), rank)
+	if err != nil {
+		return nil, fmt.Errorf("decode pool: %w", err)
+	}
+	return out, nil
 }
 
 type engineEventRow struct {
@@ -325,6 +353,9 @@ func (s chStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 		defer wg.Done()
 		if tl.DecodeNode != "" && contextWindow > 0 {
 			tl.Context, errs[3] = s.decodeContext(ctx, tl.DecodeNode, tl.DecodeRank, req.TS, contextWindow)
+		}
+		if tl.DecodeNode != "" && errs[3] == nil {
+			tl.Pool, errs[3] = s.decodePool(ctx, tl.DecodeNode, tl.DecodeRank, req.TS)
 		}
 	}()
 	wg.Wait()
