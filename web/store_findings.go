@@ -214,7 +214,7 @@ func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error)
 	f := fs[0]
 	near := []span{{From: f.TS.Add(-lineSlack), To: f.TS.Add(lineSlack)}, {From: f.FirstTS.Add(-lineSlack), To: f.FirstTS.Add(lineSlack)},
 		{From: f.LastTS.Add(-lineSlack), To: f.LastTS.Add(lineSlack)}}
-	if d.Lines, err = s.Lines(ctx, f.EvidenceIDs, near...); err != nil {
+	if d.Lines, err = s.linesOn(ctx, f.EvidenceIDs, []string{f.PrefillNode, f.DecodeNode}, near...); err != nil {
 		return nil, err
 	}
 	key := f.GatewayRequestID

@@ -511,6 +511,13 @@ FROM transfer_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 
 // lines are evidence of the limits) and, last, by a scan of line ids,
 // which is slow at scale and logged by the caller's timing.
 func (s chStore) Lines(ctx context.Context, ids []uint64, near ...span) ([]RawLine, error) {
+	return s.linesOn(ctx, ids, nil, near...)
+}
+
+// linesOn is Lines with the nodes the lines are known to be on: before
+// the last resort, the lines still missing are looked for on those nodes
+// only (node leads raw_lines' key, so that reads their part of the table).
+func (s chStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near ...span) ([]RawLine, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -551,6 +558,15 @@ func (s chStore) Lines(ctx context.Context, ids []uint64, near ...span) ([]RawLi
 			if err := read(w, args...); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if nodes = uniqStrings(nonEmpty(nodes)); len(want) > 0 && len(nodes) > 0 {
+		args := make([]any, len(nodes))
+		for i, n := range nodes {
+			args[i] = n
+		}
+		if err := read("node IN ("+placeholders(len(nodes))+")", args...); err != nil {
+			return nil, err
 		}
 	}
 	if len(want) > 0 {
