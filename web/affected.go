@@ -200,3 +200,48 @@ func contains(v []string, x string) bool {
 	}
 	return false
 }
+
+// fillForeignFromReconstruction sets foreign_tenants on findings the
+// analyzer left empty: the tenants of the latest reconstruction's rows that
+// cite the finding, other than its own tenant. One read for a whole page.
+func (s chStore) fillForeignFromReconstruction(ctx context.Context, fs []Finding) error {
+	var ids []string
+	for _, f := range fs {
+		if len(f.ForeignTenants) == 0 {
+			ids = append(ids, f.FindingID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rid, err := s.latestReconstruction(ctx)
+	if err != nil || rid == "" {
+		return err
+	}
+	var rows []struct {
+		Tenant   string   `ch:"tenant"`
+		Findings []string `ch:"finding_ids"`
+	}
+	err = s.c.Select(ctx, &rows, `SELECT tenant, finding_ids FROM affected
+WHERE reconstruction_id = ? AND hasAny(finding_ids, ?) ORDER BY tenant LIMIT 100000`, rid, ids)
+	if err != nil {
+		return fmt.Errorf("foreign tenants: %w", err)
+	}
+	by := map[string][]string{}
+	for _, r := range rows {
+		for _, id := range r.Findings {
+			by[id] = append(by[id], r.Tenant)
+		}
+	}
+	for i := range fs {
+		if len(fs[i].ForeignTenants) > 0 {
+			continue
+		}
+		for _, t := range by[fs[i].FindingID] {
+			if t != fs[i].Tenant && !contains(fs[i].ForeignTenants, t) {
+				fs[i].ForeignTenants = append(fs[i].ForeignTenants, t)
+			}
+		}
+	}
+	return nil
+}

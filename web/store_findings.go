@@ -161,6 +161,9 @@ func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage,
 		page.Next = encodeCursor(findingCursor{T: last.TS.Unix(), I: last.FindingID})
 	}
 	fixFindings(page.Findings)
+	if err := s.fillForeignFromReconstruction(ctx, page.Findings); err != nil {
+		return page, err
+	}
 	var names []struct {
 		A string `ch:"a"`
 	}

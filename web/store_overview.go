@@ -206,5 +206,6 @@ func (s chStore) HighFindings(ctx context.Context, limit int) ([]Finding, error)
 	if err != nil {
 		return nil, fmt.Errorf("high findings: %w", err)
 	}
-	return fixFindings(out), nil
+	fixFindings(out)
+	return out, s.fillForeignFromReconstruction(ctx, out)
 }
