@@ -314,8 +314,13 @@ func TestBrowser(t *testing.T) {
 	// The data table of a chart is one click away.
 	do(t, ctx, chromedp.Click(chromedp.CSS("details.chart-data summary")))
 	shot(t, ctx, art, "09-case-chart-table")
-	victim := truth.Affected[0]
-	page("10-tenant", strings.TrimPrefix(caseURL, base)+"/tenants/"+url.PathEscape(victim.Tenant), "main")
+	page("10-tenant", strings.TrimPrefix(caseURL, base)+"/tenants/"+url.PathEscape(got["received"][0]), "main")
+	// The tenant's affected requests come first, received ones before
+	// exposed ones, and are marked in the full list.
+	sides := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#affected-requests tbody tr')).map(r => r.dataset.role)`))
+	if len(sides) == 0 || sides[0] != "received" {
+		t.Errorf("tenant view of %s: affected requests %v, want received ones first", got["received"][0], sides)
+	}
 
 	// 4. Export from the case page and check the manifest against the files.
 	do(t, ctx, chromedp.Navigate(caseURL), chromedp.WaitVisible(chromedp.ID("export")), chromedp.Click(chromedp.ID("export")),

@@ -472,10 +472,21 @@ func (s *server) caseTenant(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	for _, r := range l.Rows {
-		if r.Tenant == tenant {
-			v.Affected = append(v.Affected, r)
+	keys := map[string]bool{}
+	for _, r := range l.Rows { // received rows come first (affectedList)
+		if r.Tenant != tenant {
+			continue
 		}
+		v.Affected = append(v.Affected, r)
+		for _, k := range r.RequestKeys {
+			if !keys[k] && len(v.AffectedRequests) < maxAffectedRequests {
+				v.AffectedRequests = append(v.AffectedRequests, affectedRequest{RequestID: k, Role: r.Role, Tier: r.Tier, Counterparts: r.Counterparts})
+			}
+			keys[k] = true
+		}
+	}
+	for i := range v.Rows {
+		v.Rows[i].Affected = keys[v.Rows[i].RequestID]
 	}
 	if !s.audit(c, principal(c), "tenant_view", map[string]any{"case_id": cs.ID, "tenant": tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
 		return

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // searchStore is what the search page needs.
@@ -80,7 +82,21 @@ type searchView struct {
 	// Tenant and Affected are set on a case's tenant view.
 	Tenant   string        `json:"tenant,omitempty"`
 	Affected []AffectedRow `json:"affected,omitempty"`
+	// AffectedRequests lists the tenant's affected requests first, received
+	// before exposed, each with its side, tier and the other side.
+	AffectedRequests []affectedRequest `json:"affected_requests,omitempty"`
 }
+
+// affectedRequest is one request an affected row names.
+type affectedRequest struct {
+	RequestID    string      `json:"request_id"`
+	Role         domain.Role `json:"affected_role"`
+	Tier         domain.Tier `json:"tier,omitempty"`
+	Counterparts []string    `json:"counterparts,omitempty"`
+}
+
+// maxAffectedRequests bounds the list at the top of a tenant view.
+const maxAffectedRequests = 1000
 
 func (s *server) search(c *gin.Context) {
 	q, err := parseSearch(c)

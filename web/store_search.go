@@ -29,6 +29,9 @@ type RequestRow struct {
 	DecodeRID        string    `ch:"decode_rid" json:"decode_rid"`
 	Gateway          string    `ch:"gateway" json:"gateway"`
 	LineID           uint64    `ch:"line_id" json:"line_id,string"`
+	// Affected marks, on a case's tenant view, a request the case's
+	// reconstruction names.
+	Affected bool `json:"affected,omitempty"`
 }
 
 const requestCols = `ts, ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
