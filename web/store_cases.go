@@ -221,8 +221,11 @@ func (s chStore) AffectedPage(ctx context.Context, reconstructionID string, tena
 		args = append(args, after.Role, after.Role, after.Tenant)
 	}
 	var out []AffectedRow
+	// A reconstruction's id is a hash of its content, so re-running the
+	// analyzers over the same data stores the same rows again (affected is
+	// a plain MergeTree): one row per (role, tenant) is read.
 	err := s.c.Select(ctx, &out, "SELECT "+affectedCols+" FROM affected WHERE "+where+
-		" ORDER BY affected_role, tenant LIMIT ?", append(args, limit)...)
+		" ORDER BY affected_role, tenant, created_at DESC LIMIT 1 BY affected_role, tenant LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("affected: %w", err)
 	}
@@ -237,7 +240,7 @@ func (s chStore) AffectedCount(ctx context.Context, reconstructionID string, ten
 		where, args = where+" AND has(?, tenant)", append(args, tenants)
 	}
 	var n uint64
-	if err := s.c.QueryRow(ctx, "SELECT count() FROM affected WHERE "+where, args...).Scan(&n); err != nil {
+	if err := s.c.QueryRow(ctx, "SELECT uniqExact(affected_role, tenant) FROM affected WHERE "+where, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count affected: %w", err)
 	}
 	return n, nil
