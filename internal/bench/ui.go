@@ -136,15 +136,31 @@ func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
 			Tenant    string `json:"tenant"`
 		} `json:"findings"`
 	}
-	_, body, err := get("/api/v1/findings?limit=" + strconv.Itoa(o.Samples) + "&severity=HIGH")
-	if err != nil {
-		return res, err
+	// HIGH findings first (what a responder opens), then any others when a
+	// small dataset has too few.
+	var all []struct {
+		ID        string `json:"finding_id"`
+		RequestID string `json:"gateway_request_id"`
+		Tenant    string `json:"tenant"`
 	}
-	if err := json.Unmarshal(body, &fpage); err != nil {
-		return res, fmt.Errorf("findings: %w", err)
+	seen := map[string]bool{}
+	for _, q := range []string{"&severity=HIGH", ""} {
+		_, body, err := get("/api/v1/findings?limit=" + strconv.Itoa(o.Samples) + q)
+		if err != nil {
+			return res, err
+		}
+		if err := json.Unmarshal(body, &fpage); err != nil {
+			return res, fmt.Errorf("findings: %w", err)
+		}
+		for _, f := range fpage.Findings {
+			if !seen[f.ID] && len(all) < o.Samples {
+				seen[f.ID] = true
+				all = append(all, f)
+			}
+		}
 	}
 	var findingIDs []string
-	for _, f := range fpage.Findings {
+	for _, f := range all {
 		findingIDs = append(findingIDs, f.ID)
 		if f.RequestID != "" && len(reqIDs) < o.Samples/2 {
 			reqIDs = append(reqIDs, url.PathEscape(f.RequestID)+"?tenant="+url.QueryEscape(f.Tenant))
