@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,7 +63,8 @@ func (s *server) audit(c *gin.Context, p *Principal, action string, params map[s
 }
 
 func (s *server) auditList(c *gin.Context) {
-	q := AuditQuery{User: c.Query("user"), Action: c.Query("action"), Limit: pageLimit(c, 100)}
+	q := AuditQuery{User: strings.TrimSpace(c.Query("user")), Action: strings.TrimSpace(c.Query("action")),
+		Tenant: strings.TrimSpace(c.Query("tenant")), Limit: pageLimit(c, 100)}
 	var err error
 	if q.From, err = parseTime(c.Query("from")); err != nil {
 		s.fail(c, err)
@@ -83,7 +85,7 @@ func (s *server) auditList(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if !s.audit(c, principal(c), "audit_view", map[string]any{"user": q.User, "action": q.Action, "cursor": c.Query("cursor")}, int64(len(page.Entries)), http.StatusOK) {
+	if !s.audit(c, principal(c), "audit_view", map[string]any{"user": q.User, "action": q.Action, "tenant_filter": q.Tenant, "cursor": c.Query("cursor")}, int64(len(page.Entries)), http.StatusOK) {
 		return
 	}
 	s.respond(c, "audit", "Audit log", page)

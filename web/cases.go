@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"net/http"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // caseStore is what the case pages need.
@@ -19,6 +22,7 @@ type caseStore interface {
 	SaveCase(ctx context.Context, c Case) error
 	HoldEvidence(ctx context.Context, c Case, by string, at time.Time) (uint64, error)
 	HeldLines(ctx context.Context, caseID string) (uint64, error)
+	HoldInfo(ctx context.Context, caseID string) (HoldInfo, error)
 	CaseRuns(ctx context.Context, caseID string) ([]AnalyzerRun, error)
 }
 
@@ -146,6 +150,18 @@ func (s *server) caseParam(c *gin.Context) (Case, bool) {
 
 type casesView struct {
 	Cases []Case `json:"cases"`
+	// Error and Form re-render a rejected form with its input kept.
+	Error string            `json:"-"`
+	Form  map[string]string `json:"-"`
+}
+
+// formValues keeps what the user typed into the case form.
+func formValues(c *gin.Context) map[string]string {
+	out := map[string]string{}
+	for _, k := range []string{"name", "window_from", "window_to", "tenants", "nodes", "analyzers", "notes"} {
+		out[k] = c.PostForm(k)
+	}
+	return out
 }
 
 func (s *server) casesList(c *gin.Context) {
@@ -161,6 +177,16 @@ func (s *server) caseCreate(c *gin.Context) {
 	now := s.now().UTC()
 	p := principal(c)
 	cs, err := bindCase(c, Case{ID: newID("case-"), CreatedBy: p.Name, CreatedAt: now})
+	if err != nil && !isAPI(c) && domain.KindOf(err) == domain.Invalid {
+		// The form comes back with the message and the input kept.
+		list, lerr := s.cases.ListCases(c.Request.Context())
+		if lerr != nil {
+			s.fail(c, lerr)
+			return
+		}
+		s.renderTitled(c, http.StatusBadRequest, "cases", "Cases", casesView{Cases: list, Error: domain.Message(err), Form: formValues(c)}, 0)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -211,8 +237,8 @@ type AffectedList struct {
 	ReconstructionID string        `json:"reconstruction_id"`
 	ChosenBy         string        `json:"chosen_by"`
 	Total            uint64        `json:"total"`
-	Received         int           `json:"received_foreign_data"`
-	Exposed          int           `json:"possibly_exposed"`
+	Received         int           `json:"received"`
+	Exposed          int           `json:"exposed"`
 	Rows             []AffectedRow `json:"rows"`
 }
 
@@ -237,13 +263,25 @@ func (s *server) affectedList(ctx context.Context, cs Case) (AffectedList, error
 			break
 		}
 		last := rows[len(rows)-1]
-		after = &AffectedKey{Role: last.Role, Tenant: last.Tenant}
+		after = &AffectedKey{Role: last.StoredRole, Tenant: last.Tenant}
 	}
+	normalizeRoles(l.Rows)
+	// Received rows first (who got someone else's data), then exposed rows
+	// by tier, most certain first.
+	sort.SliceStable(l.Rows, func(i, j int) bool {
+		a, b := l.Rows[i], l.Rows[j]
+		if a.Role.Rank() != b.Role.Rank() {
+			return a.Role.Rank() < b.Role.Rank()
+		}
+		if a.Tier.Rank() != b.Tier.Rank() {
+			return a.Tier.Rank() < b.Tier.Rank()
+		}
+		return a.Tenant < b.Tenant
+	})
 	for _, r := range l.Rows {
-		switch r.Role {
-		case "received_foreign_data", "received":
+		if r.Role == domain.Received {
 			l.Received++
-		default:
+		} else {
 			l.Exposed++
 		}
 	}
@@ -254,9 +292,11 @@ type caseView struct {
 	Case      Case                                       `json:"case"`
 	Affected  AffectedList                               `json:"affected"`
 	Held      uint64                                     `json:"held_lines"`
+	Hold      HoldInfo                                   `json:"hold"`
 	Runs      []AnalyzerRun                              `json:"analyzer_runs"`
 	Exports   []Export                                   `json:"exports,omitempty"`
 	CanRun    bool                                       `json:"can_run_analyzers"`
+	Charts    []*Chart                                   `json:"-"`
 	Message   string                                     `json:"-"`
 	FilterStr struct{ Tenants, Nodes, Analyzers string } `json:"-"`
 }
@@ -277,9 +317,19 @@ func (s *server) caseView(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if v.Hold, err = s.cases.HoldInfo(ctx, cs.ID); err != nil {
+		s.fail(c, err)
+		return
+	}
 	if v.Runs, err = s.cases.CaseRuns(ctx, cs.ID); err != nil {
 		s.fail(c, err)
 		return
+	}
+	if s.charts != nil && !isAPI(c) {
+		if v.Charts, err = caseCharts(ctx, s.charts, cs); err != nil {
+			s.fail(c, err)
+			return
+		}
 	}
 	if principal(c).Can(permExport) {
 		if v.Exports, err = s.exports.store.ListExports(ctx, cs.ID); err != nil {
@@ -344,6 +394,34 @@ func (s *server) caseHold(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/cases/"+cs.ID+"?msg=held")
 }
 
+// caseRelease lifts a case's legal hold (admins only): retention may drop
+// the case's partitions again. The copies already in case_evidence stay.
+func (s *server) caseRelease(c *gin.Context) {
+	cs, ok := s.caseParam(c)
+	if !ok {
+		return
+	}
+	p := principal(c)
+	now := s.now().UTC()
+	if !cs.LegalHold {
+		s.fail(c, domain.Errorf(domain.Conflict, "case %s is not under legal hold", cs.ID))
+		return
+	}
+	cs.LegalHold, cs.UpdatedAt, cs.Version = false, now, max(uint64(now.UnixNano()), cs.Version+1)
+	if err := s.cases.SaveCase(c.Request.Context(), cs); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, p, "legal_hold_release", map[string]any{"case_id": cs.ID}, 1, http.StatusOK) {
+		return
+	}
+	if isAPI(c) {
+		c.JSON(http.StatusOK, gin.H{"case_id": cs.ID, "legal_hold": false})
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/cases/"+cs.ID+"?msg=released")
+}
+
 func (s *server) caseAnalyze(c *gin.Context) {
 	cs, ok := s.caseParam(c)
 	if !ok {
@@ -394,10 +472,21 @@ func (s *server) caseTenant(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	for _, r := range l.Rows {
-		if r.Tenant == tenant {
-			v.Affected = append(v.Affected, r)
+	keys := map[string]bool{}
+	for _, r := range l.Rows { // received rows come first (affectedList)
+		if r.Tenant != tenant {
+			continue
 		}
+		v.Affected = append(v.Affected, r)
+		for _, k := range r.RequestKeys {
+			if !keys[k] && len(v.AffectedRequests) < maxAffectedRequests {
+				v.AffectedRequests = append(v.AffectedRequests, affectedRequest{RequestID: k, Role: r.Role, Tier: r.Tier, Counterparts: r.Counterparts})
+			}
+			keys[k] = true
+		}
+	}
+	for i := range v.Rows {
+		v.Rows[i].Affected = keys[v.Rows[i].RequestID]
 	}
 	if !s.audit(c, principal(c), "tenant_view", map[string]any{"case_id": cs.ID, "tenant": tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
 		return

@@ -20,6 +20,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-pdf/fpdf"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // exportStore records export jobs.
@@ -217,7 +219,7 @@ var csvHeader = []string{"tenant", "affected_role", "requests", "first_ts", "las
 	"request_keys", "finding_ids", "reconstruction_id", "case_id"}
 
 func csvRecord(r AffectedRow) []string {
-	rec := []string{r.Tenant, r.Role, fmt.Sprint(r.Requests), r.FirstTS.UTC().Format(time.RFC3339), r.LastTS.UTC().Format(time.RFC3339),
+	rec := []string{r.Tenant, string(r.Role), fmt.Sprint(r.Requests), r.FirstTS.UTC().Format(time.RFC3339), r.LastTS.UTC().Format(time.RFC3339),
 		fmt.Sprintf("%.3f", r.Confidence), strings.Join(r.Models, " "), strings.Join(r.Nodes, " "),
 		strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " "), r.ReconstructionID, r.CaseID}
 	for i := range rec {
@@ -271,6 +273,7 @@ func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*M
 		if err != nil {
 			return nil, "", err
 		}
+		normalizeRoles(rows)
 		for _, r := range rows {
 			if err := cw.Write(csvRecord(r)); err != nil {
 				return nil, "", err
@@ -287,7 +290,7 @@ func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*M
 				return nil, "", err
 			}
 			m.RowCount++
-			if r.Role == "received_foreign_data" || r.Role == "received" {
+			if r.Role == domain.Received {
 				m.Received++
 			} else {
 				m.Exposed++
@@ -306,7 +309,7 @@ func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*M
 			break
 		}
 		last := rows[len(rows)-1]
-		after = &AffectedKey{Role: last.Role, Tenant: last.Tenant}
+		after = &AffectedKey{Role: last.StoredRole, Tenant: last.Tenant}
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
@@ -415,7 +418,7 @@ func (x *exporter) writePDF(dir string, cs Case, m *Manifest, tenant string, row
 		pdf.Ln(4)
 		pdf.SetFont("Helvetica", "B", 12)
 		what := "Received data from another customer's requests"
-		if r.Role != "received_foreign_data" && r.Role != "received" {
+		if r.Role != domain.Received {
 			what = "Data possibly exposed to another customer"
 		}
 		pdf.MultiCell(0, 7, txt(what), "", "L", false)
@@ -480,6 +483,11 @@ func (s *server) exportParam(c *gin.Context) (Export, bool) {
 func (s *server) exportView(c *gin.Context) {
 	e, ok := s.exportParam(c)
 	if !ok {
+		return
+	}
+	// Who looked at a notification list (and its manifest) is audited like
+	// who downloaded it.
+	if !s.audit(c, principal(c), "export_view", map[string]any{"export_id": e.ID, "case_id": e.CaseID, "status": e.Status}, int64(e.Rows), http.StatusOK) {
 		return
 	}
 	if isAPI(c) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -16,7 +17,8 @@ type findingStore interface {
 
 type findingsView struct {
 	FindingPage
-	NextURL string `json:"-"`
+	NextURL  string `json:"-"`
+	FirstURL string `json:"-"`
 }
 
 func (s *server) findingsList(c *gin.Context) {
@@ -29,11 +31,14 @@ func (s *server) findingsList(c *gin.Context) {
 		}
 	}
 	var err error
-	if v := c.Query("min_confidence"); v != "" {
-		if q.MinConfidence, err = strconv.ParseFloat(v, 64); err != nil || q.MinConfidence < 0 || q.MinConfidence > 1 {
-			s.fail(c, invalid("min_confidence must be between 0 and 1"))
+	// Confidence is shown in percent, so it is entered in percent too.
+	if v := strings.TrimSuffix(strings.TrimSpace(c.Query("min_confidence")), "%"); v != "" {
+		pct, err := strconv.ParseFloat(v, 64)
+		if err != nil || pct < 0 || pct > 100 {
+			s.fail(c, invalid("min_confidence is a percentage between 0 and 100"))
 			return
 		}
+		q.MinConfidence = pct / 100
 	}
 	if q.From, err = parseTime(c.Query("from")); err != nil {
 		s.fail(c, err)
@@ -52,7 +57,7 @@ func (s *server) findingsList(c *gin.Context) {
 		"min_confidence": q.MinConfidence, "run_id": q.RunID, "tenant": q.Tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
 		return
 	}
-	v := findingsView{FindingPage: page}
+	v := findingsView{FindingPage: page, FirstURL: firstPageURL(c, "/findings")}
 	if page.Next != "" {
 		u := c.Request.URL.Query()
 		u.Set("cursor", page.Next)

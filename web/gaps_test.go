@@ -8,7 +8,8 @@ import (
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
-// A busy log's silence is a gap; an event-only log's long quiet is not.
+// A busy node's silence while others log is a gap (analyze's rule); an
+// event-only log's long quiet is not, nor are epoch-stamped metric lines.
 func TestGapsUseTheLogsOwnRate(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
@@ -27,6 +28,12 @@ SELECT toDateTime(?) + number * ?, ?, ?, ? + number, 'x' FROM system.numbers LIM
 	ins("busy", "sglang", t0.Add(13*time.Hour), 500, 36, 10_000)
 	// sparse: one glog line a day for 10 days.
 	ins("sparse", "mooncake-glog", t0, 10, 86400, 20_000)
+	// steady: a line a minute for 18 h, through busy's silence.
+	ins("steady", "sglang", t0, 18*60, 60, 30_000)
+	// prom: Prometheus text without timestamps lands at the epoch; with the
+	// node's real lines it once made a "1970 -> 2026" gap.
+	ins("prom", "prometheus", time.Unix(0, 0), 50, 1, 40_000)
+	ins("prom", "prometheus", t0, 18*60, 60, 50_000)
 
 	gaps, err := chStore{c: db}.Gaps(ctx)
 	if err != nil {
@@ -36,7 +43,31 @@ SELECT toDateTime(?) + number * ?, ?, ?, ? + number, 'x' FROM system.numbers LIM
 		t.Fatalf("gaps = %+v, want exactly the busy log's silence", gaps)
 	}
 	g := gaps[0]
-	if g.Node != "busy" || g.Hours != 3 || !g.From.Equal(t0.Add(10*time.Hour)) {
-		t.Fatalf("gap = %+v, want busy 10:00-13:00 (3 h)", g)
+	if g.Node != "busy" || g.Minutes != 180 || !g.From.Equal(t0.Add(10*time.Hour)) || !g.To.Equal(t0.Add(13*time.Hour)) {
+		t.Fatalf("gap = %+v, want busy 10:00-13:00 (180 min)", g)
+	}
+}
+
+// Pushed streams have no size or end: they are "streaming", never
+// "incomplete"; the overview sums sources per node.
+func TestIngestByNode(t *testing.T) {
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	rows := []SourceRow{
+		{Node: "p0", LogFormat: "sglang", Lines: 10, Size: 100, CommittedOffset: 100, Complete: 1, FirstTS: t0, LastTS: t0.Add(time.Hour)},
+		{Node: "p0", LogFormat: "sglang", Lines: 5, Size: 100, CommittedOffset: 40, Complete: 0, FirstTS: t0.Add(-time.Hour), LastTS: t0},
+		{Node: "p0", LogFormat: "mooncake-glog", Lines: 7, Malformed: 1, FirstTS: time.Unix(0, 0), LastTS: t0.Add(2 * time.Hour)},
+		{Node: "g0", LogFormat: "gateway-json", Lines: 3, Size: 10, CommittedOffset: 10, Complete: 1},
+	}
+	if rows[2].Incomplete() || !rows[2].Pushed() || !rows[1].Incomplete() || rows[0].Incomplete() {
+		t.Fatal("pushed/incomplete states wrong")
+	}
+	got := ingestByNode(rows)
+	if len(got) != 2 || got[0].Node != "g0" {
+		t.Fatalf("nodes %+v", got)
+	}
+	p := got[1]
+	if p.Sources != 3 || p.Lines != 22 || p.Incomplete != 1 || p.Pushed != 1 || p.Malformed != 1 || len(p.Formats) != 2 ||
+		!p.First.Equal(t0.Add(-time.Hour)) || !p.Last.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("p0 = %+v", p)
 	}
 }

@@ -30,6 +30,7 @@ type Overview struct {
 	Sources    []SourceRow     `json:"sources"`
 	Gaps       []Gap           `json:"gaps"`
 	High       []Finding       `json:"newest_high"`
+	Nodes      []nodeIngest    `json:"ingest_by_node"`
 	Chart      *chart          `json:"-"`
 }
 
@@ -81,7 +82,63 @@ func (s *server) overviewPage(c *gin.Context) {
 	}
 	sort.Slice(o.ByAnalyzer, func(i, j int) bool { return o.ByAnalyzer[i].Analyzer < o.ByAnalyzer[j].Analyzer })
 	o.Chart = buildChart(o.Buckets)
+	o.Nodes = ingestByNode(o.Sources)
 	s.respond(c, "overview", "Overview", o)
+}
+
+// nodeIngest sums a node's sources: one row per node instead of one per
+// file (a fleet writes hundreds of files).
+type nodeIngest struct {
+	Node       string    `json:"node"`
+	Formats    []string  `json:"formats"`
+	Sources    int       `json:"sources"`
+	Lines      uint64    `json:"lines"`
+	Unknown    uint64    `json:"unknown"`
+	Malformed  uint64    `json:"malformed"`
+	First      time.Time `json:"first_ts"`
+	Last       time.Time `json:"last_ts"`
+	Incomplete int       `json:"incomplete"`
+	Pushed     int       `json:"pushed"`
+}
+
+func ingestByNode(rows []SourceRow) []nodeIngest {
+	by := map[string]*nodeIngest{}
+	var order []string
+	for _, r := range rows {
+		n := by[r.Node]
+		if n == nil {
+			n = &nodeIngest{Node: r.Node}
+			by[r.Node] = n
+			order = append(order, r.Node)
+		}
+		n.Sources++
+		n.Lines, n.Unknown, n.Malformed = n.Lines+r.Lines, n.Unknown+r.Unknown, n.Malformed+r.Malformed
+		if r.FirstTS.Unix() > 0 && (n.First.IsZero() || r.FirstTS.Before(n.First)) {
+			n.First = r.FirstTS
+		}
+		if r.LastTS.After(n.Last) {
+			n.Last = r.LastTS
+		}
+		if r.Incomplete() {
+			n.Incomplete++
+		}
+		if r.Pushed() {
+			n.Pushed++
+		}
+		found := false
+		for _, f := range n.Formats {
+			found = found || f == r.LogFormat
+		}
+		if !found {
+			n.Formats = append(n.Formats, r.LogFormat)
+		}
+	}
+	sort.Strings(order)
+	out := make([]nodeIngest, len(order))
+	for i, k := range order {
+		out[i] = *by[k]
+	}
+	return out
 }
 
 // chart is a server-rendered SVG stacked bar chart: no script needed.

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"embed"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -17,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 //go:embed templates/*.html
@@ -36,7 +37,7 @@ var pageNames = []string{"login", "error", "overview", "search", "request", "fin
 func parseTemplates() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("template %s: %w", name, err)
 		}
@@ -91,13 +92,13 @@ var funcs = template.FuncMap{
 		if t.IsZero() || t.Unix() <= 0 {
 			return "—"
 		}
-		return t.UTC().Format("2006-01-02 15:04:05")
+		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	},
 	"tsns": func(ns uint64) string {
 		if ns == 0 {
 			return "—"
 		}
-		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000")
+		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000") + " UTC"
 	},
 	"inputTime": func(t time.Time) string {
 		if t.IsZero() {
@@ -105,10 +106,11 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02T15:04:05")
 	},
-	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
-	"f1":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"join":  func(s []string) string { return shown(strings.Join(s, ", "), 400) },
-	"lower": strings.ToLower,
+	"pct":    func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
+	"pctNum": func(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) },
+	"f1":     func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"join":   func(s []string) string { return shown(strings.Join(s, ", "), 400) },
+	"lower":  strings.ToLower,
 	"sevClass": func(s string) string {
 		switch strings.ToUpper(s) {
 		case "HIGH", "CRITICAL":
@@ -120,17 +122,10 @@ var funcs = template.FuncMap{
 		}
 		return "sev-other"
 	},
-	"roleLabel": func(r string) string {
-		switch r {
-		case "received_foreign_data", "received":
-			return "received foreign data"
-		case "possibly_exposed", "exposed":
-			return "data possibly exposed"
-		}
-		return r
-	},
-	"add":  func(a, b int) int { return a + b },
-	"list": func(v ...string) []string { return v },
+	"roleLabel": func(r domain.Role) string { return r.Label() },
+	"add":       func(a, b int) int { return a + b },
+	"div":       func(a, b int) int { return a / b },
+	"list":      func(v ...string) []string { return v },
 }
 
 // pageData wraps what a page shows with what the layout needs.
@@ -189,19 +184,29 @@ func (s *server) renderError(c *gin.Context, status int, msg string) {
 // fail maps an error to a status. Internal errors are logged and shown
 // without detail (they can carry SQL or log text).
 func (s *server) fail(c *gin.Context, err error) {
-	var inv invalidError
-	switch {
-	case errors.As(err, &inv):
-		s.renderError(c, http.StatusBadRequest, inv.msg)
-	case errors.Is(err, errInvalid):
-		s.renderError(c, http.StatusBadRequest, "invalid request")
-	case errors.Is(err, errNotFound):
-		s.renderError(c, http.StatusNotFound, "not found")
-	default:
+	k := domain.KindOf(err)
+	if k == domain.Internal || k == domain.Unavailable {
 		s.log.Error("request failed", slog.String("route", c.FullPath()), slog.Any("err", err))
-		s.renderError(c, http.StatusInternalServerError, "internal error")
 	}
+	msg := domain.Message(err)
+	if k == domain.Unavailable {
+		// The cause names servers and ports; the user needs only "retry".
+		msg = "the database is unavailable; try again shortly"
+	}
+	s.renderError(c, domain.HTTPStatus(k), msg)
 	c.Abort()
+}
+
+// firstPageURL is the current listing without its cursor, "" on the
+// first page. Keyset pages have no cheap "previous"; the first page is one
+// click away, and the browser's back button is the previous page.
+func firstPageURL(c *gin.Context, path string) string {
+	q := c.Request.URL.Query()
+	if q.Get("cursor") == "" {
+		return ""
+	}
+	q.Del("cursor")
+	return path + "?" + q.Encode()
 }
 
 // parseTime accepts RFC 3339, "2006-01-02T15:04[:05]" (UTC, what

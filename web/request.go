@@ -11,8 +11,10 @@ import (
 
 // requestStore is what the request timeline and evidence pages need.
 type requestStore interface {
-	RequestTimeline(ctx context.Context, requestID string, contextWindow time.Duration) (*Timeline, error)
-	Lines(ctx context.Context, ids []uint64) ([]RawLine, error)
+	// tenant, when the link knows it, makes the gateway row a primary-key
+	// read; a wrong or empty tenant only costs time.
+	RequestTimeline(ctx context.Context, requestID, tenant string, contextWindow time.Duration) (*Timeline, error)
+	Lines(ctx context.Context, ids []uint64, near ...span) ([]RawLine, error)
 }
 
 // defaultContextSeconds is how far before and after a request the
@@ -27,7 +29,9 @@ var lanes = []string{"gateway", "prefill", "transfer", "decode"}
 
 type requestView struct {
 	*Timeline
-	Lanes []laneView `json:"-"`
+	Lanes     []laneView `json:"-"`
+	Swimlanes *Chart     `json:"-"`
+	PoolChart *Chart     `json:"-"`
 }
 
 type laneView struct {
@@ -50,7 +54,12 @@ func (s *server) requestView(c *gin.Context) {
 		}
 		secs = n
 	}
-	tl, err := s.requests.RequestTimeline(c.Request.Context(), id, time.Duration(secs)*time.Second)
+	tenant := c.Query("tenant")
+	if !validUTF8Param(tenant) {
+		s.fail(c, invalid("bad tenant"))
+		return
+	}
+	tl, err := s.requests.RequestTimeline(c.Request.Context(), id, tenant, time.Duration(secs)*time.Second)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -58,7 +67,7 @@ func (s *server) requestView(c *gin.Context) {
 	if !s.audit(c, principal(c), "request_view", map[string]any{"request_id": id, "tenant": tl.Request.Tenant, "context": secs}, 1, http.StatusOK) {
 		return
 	}
-	v := requestView{Timeline: tl}
+	v := requestView{Timeline: tl, Swimlanes: swimlaneChart(tl), PoolChart: poolChart(tl)}
 	for _, l := range lanes {
 		lv := laneView{Name: l}
 		for _, e := range tl.Events {
@@ -82,7 +91,19 @@ func (s *server) evidence(c *gin.Context) {
 		s.fail(c, invalid("line id must be an unsigned integer"))
 		return
 	}
-	lines, err := s.requests.Lines(c.Request.Context(), []uint64{id})
+	// Links carry the line's time (?at=Unix seconds), which turns the read
+	// into a primary-key range; without it the line is looked up the slow way.
+	var near []span
+	if v := c.Query("at"); v != "" {
+		at, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || at < 0 || at > 1<<33 {
+			s.fail(c, invalid("at must be Unix seconds"))
+			return
+		}
+		t := time.Unix(at, 0).UTC()
+		near = append(near, span{From: t, To: t})
+	}
+	lines, err := s.requests.Lines(c.Request.Context(), []uint64{id}, near...)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -40,6 +40,8 @@ func apiRoutes() []Route {
 		{"GET", "/api/v1/cases/:id/affected", permRead, h((*server).caseAffected)},
 		{"GET", "/api/v1/cases/:id/tenants/:tenant", permRead, h((*server).caseTenant)},
 		{"POST", "/api/v1/cases/:id/hold", permCaseWrite, h((*server).caseHold)},
+		// Releasing a hold is an admin's act (permAudit is admin-only).
+		{"POST", "/api/v1/cases/:id/release", permAudit, h((*server).caseRelease)},
 		{"POST", "/api/v1/cases/:id/analyze", permCaseWrite, h((*server).caseAnalyze)},
 		{"GET", "/api/v1/cases/:id/exports", permExport, h((*server).caseExports)},
 		{"POST", "/api/v1/cases/:id/exports", permExport, h((*server).exportCreate)},
@@ -67,6 +69,7 @@ func pageRoutes() []Route {
 		{"POST", "/cases/:id", permCaseWrite, h((*server).caseUpdate)},
 		{"GET", "/cases/:id/tenants/:tenant", permRead, h((*server).caseTenant)},
 		{"POST", "/cases/:id/hold", permCaseWrite, h((*server).caseHold)},
+		{"POST", "/cases/:id/release", permAudit, h((*server).caseRelease)},
 		{"POST", "/cases/:id/analyze", permCaseWrite, h((*server).caseAnalyze)},
 		{"POST", "/cases/:id/exports", permExport, h((*server).exportCreate)},
 		{"GET", "/exports/:id", permExport, h((*server).exportView)},
@@ -102,7 +105,7 @@ func mountUI(r *gin.Engine, o Options) error {
 	}
 	s := &server{
 		log: o.Logger, auth: a, tmpl: tmpl, clock: &auditClock{now: now}, now: now,
-		audits: st, searches: st, requests: st, findings: st, overview: st, cases: st, affected: affected, analyzer: o.Analyzer,
+		audits: st, searches: st, requests: st, findings: st, overview: st, cases: st, affected: affected, analyzer: o.Analyzer, charts: st,
 		exports: &exporter{dir: dir, store: st, affected: affected, versions: st, log: o.Logger, version: o.Version, now: now,
 			sem: make(chan struct{}, maxRunningExport), progress: map[string]*[2]uint64{}},
 	}
@@ -120,7 +123,17 @@ func mountUI(r *gin.Engine, o Options) error {
 	})
 	r.GET("/login", s.loginForm)
 	r.POST("/login", s.loginSubmit)
-	r.NoRoute(func(c *gin.Context) { s.renderError(c, http.StatusNotFound, "not found") })
+	r.GET("/favicon.ico", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/static/favicon.svg") })
+	// A 404 carries the navigation when the visitor is logged in, so a
+	// stale link is not a dead end.
+	r.NoRoute(func(c *gin.Context) {
+		if ck, err := c.Cookie(sessionCookie); err == nil {
+			if p, ok := s.auth.decodeSession(ck); ok {
+				c.Set(principalKey, p)
+			}
+		}
+		s.renderError(c, http.StatusNotFound, "There is no page at this address. Use the navigation above, or search for the request.")
+	})
 
 	authed := r.Group("/", s.authenticate(), s.csrf())
 	for _, rt := range append(apiRoutes(), pageRoutes()...) {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // searchStore is what the search page needs.
@@ -18,6 +21,10 @@ func parseSearch(c *gin.Context) (SearchQuery, error) {
 		RequestID: c.Query("request_id"), RID: c.Query("rid"), Tenant: c.Query("tenant"), Node: c.Query("node"),
 		Status: c.Query("status"), Sort: c.DefaultQuery("sort", "ts_desc"), Cursor: c.Query("cursor"),
 		Limit: pageLimit(c, 50),
+	}
+	// Pasted ids carry spaces and newlines; none of these fields can.
+	for _, p := range []*string{&q.RequestID, &q.RID, &q.Tenant, &q.Node, &q.Status, &q.Cursor} {
+		*p = strings.TrimSpace(*p)
 	}
 	for _, v := range []string{q.RequestID, q.RID, q.Tenant, q.Node, q.Status, q.Cursor} {
 		if !validUTF8Param(v) {
@@ -35,7 +42,7 @@ func parseSearch(c *gin.Context) (SearchQuery, error) {
 		}
 	}
 	var err error
-	if v := c.Query("bootstrap_room"); v != "" {
+	if v := strings.TrimSpace(c.Query("bootstrap_room")); v != "" {
 		if q.Room, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return q, invalid("bootstrap_room must be an unsigned integer")
 		}
@@ -70,11 +77,26 @@ type searchView struct {
 	SearchPage
 	Searched bool   `json:"-"`
 	NextURL  string `json:"-"`
+	FirstURL string `json:"-"`
 	CaseID   string `json:"case_id,omitempty"`
 	// Tenant and Affected are set on a case's tenant view.
 	Tenant   string        `json:"tenant,omitempty"`
 	Affected []AffectedRow `json:"affected,omitempty"`
+	// AffectedRequests lists the tenant's affected requests first, received
+	// before exposed, each with its side, tier and the other side.
+	AffectedRequests []affectedRequest `json:"affected_requests,omitempty"`
 }
+
+// affectedRequest is one request an affected row names.
+type affectedRequest struct {
+	RequestID    string      `json:"request_id"`
+	Role         domain.Role `json:"affected_role"`
+	Tier         domain.Tier `json:"tier,omitempty"`
+	Counterparts []string    `json:"counterparts,omitempty"`
+}
+
+// maxAffectedRequests bounds the list at the top of a tenant view.
+const maxAffectedRequests = 1000
 
 func (s *server) search(c *gin.Context) {
 	q, err := parseSearch(c)
@@ -83,7 +105,7 @@ func (s *server) search(c *gin.Context) {
 		return
 	}
 	searched := len(c.Request.URL.RawQuery) > 0
-	view := searchView{SearchPage: SearchPage{Query: q}, Searched: searched}
+	view := searchView{SearchPage: SearchPage{Query: q}, Searched: searched, FirstURL: firstPageURL(c, "/search")}
 	if searched || isAPI(c) {
 		page, err := s.searches.SearchRequests(c.Request.Context(), q)
 		if err != nil {

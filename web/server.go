@@ -72,6 +72,7 @@ type server struct {
 	affected AffectedReader
 	analyzer CaseAnalyzer
 	exports  *exporter
+	charts   chartStore
 }
 
 // New builds the router. It panics on a broken embedded template (a build

@@ -2,12 +2,13 @@ package web
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Conn is what the UI needs from ClickHouse (internal/chstore.Store
@@ -21,19 +22,13 @@ type Conn interface {
 	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
 }
 
-// Error kinds handlers map to status codes.
-var (
-	errNotFound = errors.New("not found")
-	errInvalid  = errors.New("invalid request")
-)
+// errNotFound is the store's "no such row"; like every error kind it is
+// a domain.Error, and fail maps kinds to status codes through
+// domain.HTTPStatus, the one mapping the CLI's exit codes share.
+var errNotFound = domain.Errorf(domain.NotFound, "not found")
 
-// invalidf is an errInvalid with a message safe to show the user.
-type invalidError struct{ msg string }
-
-func (e invalidError) Error() string   { return e.msg }
-func (e invalidError) Is(t error) bool { return t == errInvalid }
-
-func invalid(msg string) error { return invalidError{msg} }
+// invalid is an Invalid error whose message is safe to show the user.
+func invalid(msg string) error { return domain.Errorf(domain.Invalid, "%s", msg) }
 
 // chStore implements every handler group's store on ClickHouse.
 type chStore struct{ c Conn }

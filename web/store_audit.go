@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -24,6 +25,9 @@ type AuditEntry struct {
 type AuditQuery struct {
 	User   string `json:"user,omitempty"`
 	Action string `json:"action,omitempty"`
+	// Tenant: entries whose parameters name this tenant (a request,
+	// search, finding or tenant view of it).
+	Tenant string `json:"tenant,omitempty"`
 	From   time.Time
 	To     time.Time
 	Before uint64 `json:"-"`
@@ -58,6 +62,12 @@ func auditWhere(q AuditQuery) (string, []any) {
 	}
 	if q.Action != "" {
 		w, args = append(w, "action = ?"), append(args, q.Action)
+	}
+	if q.Tenant != "" {
+		// params is the JSON of a map, so the tenant appears exactly as
+		// "tenant":<its JSON string>.
+		enc, _ := json.Marshal(q.Tenant)
+		w, args = append(w, "position(params, ?) > 0"), append(args, `"tenant":`+string(enc))
 	}
 	if !q.From.IsZero() {
 		w, args = append(w, "ts >= ?"), append(args, utc(q.From))

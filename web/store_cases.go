@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Case is an incident under investigation. Each edit writes a new version
@@ -120,6 +122,24 @@ func (s chStore) HeldLines(ctx context.Context, caseID string) (uint64, error) {
 	return n, nil
 }
 
+// HoldInfo is who froze a case's evidence and when (the latest hold).
+type HoldInfo struct {
+	By string    `ch:"last_held_by" json:"held_by"`
+	At time.Time `ch:"last_held_at" json:"held_at"`
+}
+
+// HoldInfo reads the latest hold of a case from case_evidence.
+func (s chStore) HoldInfo(ctx context.Context, caseID string) (HoldInfo, error) {
+	var rows []HoldInfo
+	if err := s.c.Select(ctx, &rows, "SELECT argMax(held_by, held_at) AS last_held_by, max(held_at) AS last_held_at FROM case_evidence WHERE case_id = ?", caseID); err != nil {
+		return HoldInfo{}, fmt.Errorf("hold info: %w", err)
+	}
+	if len(rows) == 0 {
+		return HoldInfo{}, nil
+	}
+	return rows[0], nil
+}
+
 func boolU8(b bool) uint8 {
 	if b {
 		return 1
@@ -129,19 +149,27 @@ func boolU8(b bool) uint8 {
 
 // AffectedRow is one tenant on a notification list.
 type AffectedRow struct {
-	ReconstructionID string    `ch:"reconstruction_id" json:"reconstruction_id"`
-	CaseID           string    `ch:"case_id" json:"case_id"`
-	Tenant           string    `ch:"tenant" json:"tenant"`
-	Role             string    `ch:"affected_role" json:"affected_role"`
-	Requests         uint64    `ch:"requests" json:"requests"`
-	FirstTS          time.Time `ch:"first_ts" json:"first_ts"`
-	LastTS           time.Time `ch:"last_ts" json:"last_ts"`
-	Models           []string  `ch:"models" json:"models"`
-	Nodes            []string  `ch:"nodes" json:"nodes"`
-	Confidence       float64   `ch:"confidence" json:"confidence"`
-	RequestKeys      []string  `ch:"request_keys" json:"request_keys"`
-	FindingIDs       []string  `ch:"finding_ids" json:"finding_ids"`
-	CreatedAt        time.Time `ch:"created_at" json:"created_at"`
+	ReconstructionID string `ch:"reconstruction_id" json:"reconstruction_id"`
+	CaseID           string `ch:"case_id" json:"case_id"`
+	Tenant           string `ch:"tenant" json:"tenant"`
+	// StoredRole is affected_role as stored (the table's sort key, used
+	// for paging); Role is its one spelling, parsed by domain.ParseRole so
+	// rows written by older versions read the same.
+	StoredRole string      `ch:"affected_role" json:"-"`
+	Role       domain.Role `json:"affected_role"`
+	// Tier (exposed rows) and Counterparts (the tenants on the other side)
+	// are read when the affected table has those columns.
+	Tier         domain.Tier `json:"tier,omitempty"`
+	Counterparts []string    `json:"counterparts,omitempty"`
+	Requests     uint64      `ch:"requests" json:"requests"`
+	FirstTS      time.Time   `ch:"first_ts" json:"first_ts"`
+	LastTS       time.Time   `ch:"last_ts" json:"last_ts"`
+	Models       []string    `ch:"models" json:"models"`
+	Nodes        []string    `ch:"nodes" json:"nodes"`
+	Confidence   float64     `ch:"confidence" json:"confidence"`
+	RequestKeys  []string    `ch:"request_keys" json:"request_keys"`
+	FindingIDs   []string    `ch:"finding_ids" json:"finding_ids"`
+	CreatedAt    time.Time   `ch:"created_at" json:"created_at"`
 }
 
 const affectedCols = `reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models, nodes, confidence,
@@ -193,12 +221,15 @@ func (s chStore) AffectedPage(ctx context.Context, reconstructionID string, tena
 		args = append(args, after.Role, after.Role, after.Tenant)
 	}
 	var out []AffectedRow
+	// A reconstruction's id is a hash of its content, so re-running the
+	// analyzers over the same data stores the same rows again (affected is
+	// a plain MergeTree): one row per (role, tenant) is read.
 	err := s.c.Select(ctx, &out, "SELECT "+affectedCols+" FROM affected WHERE "+where+
-		" ORDER BY affected_role, tenant LIMIT ?", append(args, limit)...)
+		" ORDER BY affected_role, tenant, created_at DESC LIMIT 1 BY affected_role, tenant LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("affected: %w", err)
 	}
-	return out, nil
+	return out, s.addTiers(ctx, reconstructionID, out)
 }
 
 // AffectedCount counts a reconstruction's rows with the same narrowing.
@@ -209,7 +240,7 @@ func (s chStore) AffectedCount(ctx context.Context, reconstructionID string, ten
 		where, args = where+" AND has(?, tenant)", append(args, tenants)
 	}
 	var n uint64
-	if err := s.c.QueryRow(ctx, "SELECT count() FROM affected WHERE "+where, args...).Scan(&n); err != nil {
+	if err := s.c.QueryRow(ctx, "SELECT uniqExact(affected_role, tenant) FROM affected WHERE "+where, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count affected: %w", err)
 	}
 	return n, nil

@@ -34,8 +34,8 @@ type Manifest struct {
 	Filter           ManifestFilter      `json:"filter"`
 	AnalyzerVersions map[string][]string `json:"analyzer_versions"`
 	RowCount         uint64              `json:"row_count"`
-	Received         int                 `json:"received_foreign_data"`
-	Exposed          int                 `json:"possibly_exposed"`
+	Received         int                 `json:"received"`
+	Exposed          int                 `json:"exposed"`
 	Tenants          int                 `json:"tenants"`
 	Files            []ManifestFile      `json:"files"`
 	User             string              `json:"user"`

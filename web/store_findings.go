@@ -3,9 +3,19 @@ package web
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
+
+	"github.com/kvtrail/kvtrail/analyze"
 )
+
+func nonNilStrings(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
 
 // Finding is one analyzer conclusion with the lines that prove it.
 type Finding struct {
@@ -70,10 +80,33 @@ type findingCursor struct {
 	I string `json:"i"`
 }
 
-func findingWhere(q FindingQuery) (string, []any) {
+// latestRunIDs are the runs whose findings the UI shows: per analyzer its
+// latest run that did not fail, chosen by analyze.LatestRuns, the rule
+// `kvtrail findings` uses. Every run stores all of its findings, so
+// reading every run would show each finding once per run.
+func (s chStore) latestRunIDs(ctx context.Context) ([]string, error) {
+	runs, err := analyze.Runs(ctx, s.c)
+	if err != nil {
+		return nil, err
+	}
+	latest := analyze.LatestRuns(runs)
+	ids := make([]string, 0, len(latest))
+	for _, r := range latest {
+		ids = append(ids, r.ID)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// findingWhere narrows findings to q, within the given runs (q.RunID, if
+// set, replaces them: the findings of that one run).
+func findingWhere(q FindingQuery, runIDs []string) (string, []any) {
 	w := []string{"1"}
 	var args []any
 	add := func(cond string, a ...any) { w = append(w, cond); args = append(args, a...) }
+	if q.RunID == "" {
+		add("has(?, run_id)", nonNilStrings(runIDs))
+	}
 	if q.Analyzer != "" {
 		add("analyzer = ?", q.Analyzer)
 	}
@@ -101,7 +134,11 @@ func findingWhere(q FindingQuery) (string, []any) {
 // ListFindings pages with a keyset on (ts, finding_id), newest first.
 func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage, error) {
 	page := FindingPage{Query: q}
-	where, args := findingWhere(q)
+	runs, err := s.latestRunIDs(ctx)
+	if err != nil {
+		return page, err
+	}
+	where, args := findingWhere(q, runs)
 	if err := s.c.QueryRow(ctx, "SELECT count() FROM findings WHERE "+where, args...).Scan(&page.Total); err != nil {
 		return page, fmt.Errorf("count findings: %w", err)
 	}
@@ -124,10 +161,13 @@ func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage,
 		page.Next = encodeCursor(findingCursor{T: last.TS.Unix(), I: last.FindingID})
 	}
 	fixFindings(page.Findings)
+	if err := s.fillForeignFromReconstruction(ctx, page.Findings); err != nil {
+		return page, err
+	}
 	var names []struct {
 		A string `ch:"a"`
 	}
-	if err := s.c.Select(ctx, &names, "SELECT DISTINCT analyzer AS a FROM findings ORDER BY a"); err != nil {
+	if err := s.c.Select(ctx, &names, "SELECT DISTINCT analyzer AS a FROM analyzer_runs ORDER BY a"); err != nil {
 		return page, fmt.Errorf("analyzers: %w", err)
 	}
 	for _, n := range names {
@@ -140,11 +180,30 @@ func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage,
 type FindingDetail struct {
 	Finding Finding   `json:"finding"`
 	Lines   []RawLine `json:"evidence_lines"`
+	// Sources and OwnDataOnly: see Timeline.
+	Sources     []Source `json:"sources"`
+	OwnDataOnly bool     `json:"own_data_only"`
+}
+
+// fillForeign sets a finding's foreign tenants from the reconstruction
+// where the analyzer left them empty.
+func fillForeign(fs []Finding, sources []Source) {
+	for i := range fs {
+		if len(fs[i].ForeignTenants) > 0 {
+			continue
+		}
+		for _, s := range sources {
+			if s.Tenant != fs[i].Tenant && !contains(fs[i].ForeignTenants, s.Tenant) {
+				fs[i].ForeignTenants = append(fs[i].ForeignTenants, s.Tenant)
+			}
+		}
+	}
 }
 
 func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error) {
 	var fs []Finding
-	if err := s.c.Select(ctx, &fs, "SELECT "+findingCols+" FROM findings WHERE finding_id = ? LIMIT 1", id); err != nil {
+	// The same finding is stored once per run; the newest copy is shown.
+	if err := s.c.Select(ctx, &fs, "SELECT "+findingCols+" FROM findings WHERE finding_id = ? ORDER BY created_at DESC, run_id DESC LIMIT 1", id); err != nil {
 		return nil, fmt.Errorf("finding: %w", err)
 	}
 	if len(fs) == 0 {
@@ -153,18 +212,37 @@ func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error)
 	fixFindings(fs)
 	d := &FindingDetail{Finding: fs[0]}
 	var err error
-	if d.Lines, err = s.Lines(ctx, fs[0].EvidenceIDs); err != nil {
+	// Evidence sits around the finding's own times (boot lines are found
+	// through node_boots by Lines).
+	f := fs[0]
+	near := []span{{From: f.TS.Add(-lineSlack), To: f.TS.Add(lineSlack)}, {From: f.FirstTS.Add(-lineSlack), To: f.FirstTS.Add(lineSlack)},
+		{From: f.LastTS.Add(-lineSlack), To: f.LastTS.Add(lineSlack)}}
+	if d.Lines, err = s.linesOn(ctx, f.EvidenceIDs, []string{f.PrefillNode, f.DecodeNode}, near...); err != nil {
 		return nil, err
 	}
+	key := f.GatewayRequestID
+	if key == "" {
+		key = f.RequestKey
+	}
+	if d.Sources, d.OwnDataOnly, err = s.sourcesFor(ctx, key, f.Tenant, []string{f.FindingID}); err != nil {
+		return nil, err
+	}
+	one := []Finding{d.Finding}
+	fillForeign(one, d.Sources)
+	d.Finding = one[0]
 	return d, nil
 }
 
 // findingsFor lists the findings on one request.
 func (s chStore) findingsFor(ctx context.Context, r RequestRow) ([]Finding, error) {
+	runs, err := s.latestRunIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var fs []Finding
-	err := s.c.Select(ctx, &fs, "SELECT "+findingCols+` FROM findings
-WHERE gateway_request_id = ? OR (bootstrap_room = ? AND bootstrap_room != 0) OR has(foreign_request_keys, ?)
-ORDER BY ts, finding_id LIMIT 500`, r.RequestID, r.Room, r.RequestID)
+	err = s.c.Select(ctx, &fs, "SELECT "+findingCols+` FROM findings
+WHERE has(?, run_id) AND (gateway_request_id = ? OR (bootstrap_room = ? AND bootstrap_room != 0) OR has(foreign_request_keys, ?))
+ORDER BY ts, finding_id LIMIT 500`, nonNilStrings(runs), r.RequestID, r.Room, r.RequestID)
 	if err != nil {
 		return nil, fmt.Errorf("findings for request: %w", err)
 	}

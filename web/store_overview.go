@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 )
 
@@ -35,41 +37,33 @@ type SourceRow struct {
 	UpdatedAt       time.Time `ch:"updated_at" json:"updated_at"`
 }
 
-// Incomplete reports a source not read to its end.
-func (r SourceRow) Incomplete() bool { return r.Complete == 0 || r.CommittedOffset < r.Size }
+// Pushed reports a source that arrives through the push endpoints (Loki
+// push, /ingest/v1/lines): a stream, with no file size or end to reach.
+func (r SourceRow) Pushed() bool { return r.Size == 0 && r.CommittedOffset == 0 }
 
-// hourCount is how many lines one node and format logged in one hour.
-type hourCount struct {
-	Node   string    `ch:"node"`
-	Format string    `ch:"log_format"`
-	Hour   time.Time `ch:"hour"`
-	N      uint64    `ch:"n"`
+// Incomplete reports a file source not read to its end. A pushed stream is
+// never "incomplete": it has no end.
+func (r SourceRow) Incomplete() bool {
+	return !r.Pushed() && (r.Complete == 0 || r.CommittedOffset < r.Size)
 }
 
-// Gap is a stretch of whole hours in which a node's log of one format has
-// no line although the log has lines before and after it.
+// Gap is a stretch in which a node logged nothing while the rest of the
+// fleet did, found by analyze's completeness rule (see Gaps).
 type Gap struct {
-	Node   string    `json:"node"`
-	Format string    `json:"log_format"`
-	From   time.Time `json:"from"`
-	To     time.Time `json:"to"`
-	Hours  int       `json:"hours"`
+	Node    string    `json:"node"`
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	Minutes int       `json:"minutes"`
 }
-
-// minGapHours is the shortest silence reported as a gap. Low-traffic logs
-// are quiet for an hour now and then; two empty hours in a row are shown.
-const minGapHours = 2
-
-// minExpectedLines: a silence is a gap only if the log's own average rate
-// predicts at least this many lines in it. Event-only logs (Mooncake glog
-// writes only on errors) are silent for days by design; the same rule as
-// the completeness analyzer keeps them from burying real gaps.
-const minExpectedLines = 20
 
 func (s chStore) FindingBuckets(ctx context.Context) ([]FindingBucket, error) {
+	runs, err := s.latestRunIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []FindingBucket
-	err := s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, count() AS n
-FROM findings GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`)
+	err = s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, count() AS n
+FROM findings WHERE has(?, run_id) GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, nonNilStrings(runs))
 	if err != nil {
 		return nil, fmt.Errorf("finding buckets: %w", err)
 	}
@@ -98,50 +92,120 @@ FROM ingest_sources FINAL ORDER BY node, log_format, first_ts, path LIMIT 100000
 	return out, nil
 }
 
-// Gaps finds silent stretches per node and format from hourly line counts.
+// Gap rule, ported exactly from analyze/completeness.go (findGaps), so the
+// overview and the completeness analyzer report the same gaps:
+//   - lines are counted per node and minute by distinct line_id;
+//   - a silence longer than gapThreshold (analyze's default GapThreshold)
+//     between two minutes with lines is a gap only if the node's own average
+//     rate predicts at least minExpectedLines lines in it, and
+//   - some other node logged inside it.
+//
+// Lines without a time of their own (Prometheus text without timestamps,
+// stored at the Unix epoch) are left out: they are not a node's log and
+// made "1970 → 2026" gaps.
+const (
+	gapThreshold     = 10 * time.Minute
+	minExpectedLines = 20
+)
+
+// gapFloor excludes epoch-stamped lines from the gap count.
+var gapFloor = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type minuteCount struct {
+	Node   string    `ch:"node"`
+	Minute time.Time `ch:"bucket"`
+	N      uint64    `ch:"n"`
+}
+
+// gapCache keeps the last computation per store until ingest moves on:
+// counting every minute of raw_lines is the overview's one full read.
+type gapCache struct {
+	mu      sync.Mutex
+	version string
+	gaps    []Gap
+}
+
+var gapCaches sync.Map // Conn -> *gapCache
+
+// Gaps finds the per-node silences in all ingested data.
 func (s chStore) Gaps(ctx context.Context) ([]Gap, error) {
-	var hc []hourCount
-	err := s.c.Select(ctx, &hc, `SELECT node, log_format, toStartOfHour(ts) AS hour, count() AS n
-FROM raw_lines GROUP BY node, log_format, hour ORDER BY node, log_format, hour`)
+	var version string
+	if err := s.c.QueryRow(ctx, "SELECT toString(max(version)) FROM ingest_sources").Scan(&version); err != nil {
+		return nil, fmt.Errorf("ingest version: %w", err)
+	}
+	v, _ := gapCaches.LoadOrStore(s.c, &gapCache{})
+	gc := v.(*gapCache)
+	gc.mu.Lock()
+	defer gc.mu.Unlock()
+	if gc.version == version && version != "" {
+		return gc.gaps, nil
+	}
+	var mc []minuteCount
+	err := s.c.Select(ctx, &mc, `SELECT node, toStartOfMinute(ts) AS bucket, uniqExact(line_id) AS n
+FROM raw_lines WHERE ts >= ? GROUP BY node, bucket ORDER BY node, bucket`, gapFloor)
 	if err != nil {
-		return nil, fmt.Errorf("coverage: %w", err)
+		return nil, fmt.Errorf("line counts per node: %w", err)
 	}
-	// Lines per hour over each log's span, its "normal" rate.
-	type span struct {
-		first, last time.Time
-		lines       uint64
-	}
-	spans := map[[2]string]*span{}
-	for _, h := range hc {
-		k := [2]string{h.Node, h.Format}
-		sp := spans[k]
-		if sp == nil {
-			sp = &span{first: h.Hour}
-			spans[k] = sp
-		}
-		sp.last, sp.lines = h.Hour, sp.lines+h.N
-	}
-	var gaps []Gap
-	for i := 1; i < len(hc); i++ {
-		a, b := hc[i-1], hc[i]
-		if a.Node != b.Node || a.Format != b.Format {
-			continue
-		}
-		missing := int(b.Hour.Sub(a.Hour)/time.Hour) - 1
-		sp := spans[[2]string{a.Node, a.Format}]
-		hours := sp.last.Sub(sp.first).Hours() + 1
-		if missing >= minGapHours && float64(sp.lines)/hours*float64(missing) >= minExpectedLines {
-			gaps = append(gaps, Gap{Node: a.Node, Format: a.Format, From: a.Hour.Add(time.Hour), To: b.Hour, Hours: missing})
-		}
-	}
+	gaps := findGaps(mc)
+	gc.version, gc.gaps = version, gaps
 	return gaps, nil
 }
 
+// findGaps applies the rule above to per-node minute counts sorted by
+// node and minute.
+func findGaps(mc []minuteCount) []Gap {
+	per := map[string][]time.Time{}
+	total := map[string]uint64{}
+	fleet := map[int64]int{}
+	var nodes []string
+	for _, m := range mc {
+		if _, ok := per[m.Node]; !ok {
+			nodes = append(nodes, m.Node)
+		}
+		per[m.Node] = append(per[m.Node], m.Minute.UTC())
+		fleet[m.Minute.Unix()]++
+		total[m.Node] += m.N
+	}
+	sort.Strings(nodes)
+	var gaps []Gap
+	for _, n := range nodes {
+		ms := per[n]
+		for i := 1; i < len(ms); i++ {
+			if ms[i].Sub(ms[i-1]) <= gapThreshold {
+				continue
+			}
+			span := ms[len(ms)-1].Sub(ms[0]).Minutes() + 1
+			rate := float64(total[n]) / span
+			if rate*ms[i].Sub(ms[i-1]).Minutes() < minExpectedLines {
+				continue
+			}
+			others := false
+			for t := ms[i-1].Add(time.Minute); t.Before(ms[i]); t = t.Add(time.Minute) {
+				if fleet[t.Unix()] > 0 {
+					others = true
+					break
+				}
+			}
+			if others {
+				from := ms[i-1].Add(time.Minute)
+				gaps = append(gaps, Gap{Node: n, From: from, To: ms[i], Minutes: int(ms[i].Sub(from) / time.Minute)})
+			}
+		}
+	}
+	return gaps
+}
+
 func (s chStore) HighFindings(ctx context.Context, limit int) ([]Finding, error) {
+	runs, err := s.latestRunIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Finding
-	err := s.c.Select(ctx, &out, "SELECT "+findingCols+" FROM findings WHERE upper(severity) = 'HIGH' ORDER BY ts DESC, finding_id DESC LIMIT ?", limit)
+	err = s.c.Select(ctx, &out, "SELECT "+findingCols+" FROM findings WHERE has(?, run_id) AND upper(severity) = 'HIGH' ORDER BY ts DESC, finding_id DESC LIMIT ?",
+		nonNilStrings(runs), limit)
 	if err != nil {
 		return nil, fmt.Errorf("high findings: %w", err)
 	}
-	return fixFindings(out), nil
+	fixFindings(out)
+	return out, s.fillForeignFromReconstruction(ctx, out)
 }

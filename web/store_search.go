@@ -29,6 +29,9 @@ type RequestRow struct {
 	DecodeRID        string    `ch:"decode_rid" json:"decode_rid"`
 	Gateway          string    `ch:"gateway" json:"gateway"`
 	LineID           uint64    `ch:"line_id" json:"line_id,string"`
+	// Affected marks, on a case's tenant view, a request the case's
+	// reconstruction names.
+	Affected bool `json:"affected,omitempty"`
 }
 
 const requestCols = `ts, ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
@@ -49,6 +52,48 @@ type SearchQuery struct {
 	Sort      string    `json:"sort"`
 	Limit     int       `json:"limit"`
 	Cursor    string    `json:"cursor,omitempty"`
+	// tenants are the stored tenant names Tenant matches (resolved by
+	// SearchRequests: case-insensitive, "acme*" for a prefix).
+	tenants []string
+}
+
+// tenantPrefix reports a prefix search ("acme*") and its prefix.
+func tenantPrefix(t string) (string, bool) {
+	if p, ok := strings.CutSuffix(t, "*"); ok {
+		return p, true
+	}
+	return t, false
+}
+
+// resolveTenants turns the tenant field into the stored names it matches,
+// so the filter stays "tenant IN (...)" on the table's first key column.
+func (s chStore) resolveTenants(ctx context.Context, t string) ([]string, error) {
+	p, prefix := tenantPrefix(t)
+	if !prefix {
+		// The usual case, spelled as stored: one key read.
+		var n uint64
+		if err := s.c.QueryRow(ctx, "SELECT count() FROM (SELECT 1 FROM gateway_responses WHERE tenant = ? LIMIT 1)", p).Scan(&n); err != nil {
+			return nil, fmt.Errorf("tenants: %w", err)
+		}
+		if n > 0 {
+			return []string{p}, nil
+		}
+	}
+	cond := "lower(tenant) = lower(?)"
+	if prefix {
+		cond = "startsWith(lower(tenant), lower(?))"
+	}
+	var rows []struct {
+		T string `ch:"tenant"`
+	}
+	if err := s.c.Select(ctx, &rows, "SELECT DISTINCT tenant FROM gateway_responses WHERE "+cond+" LIMIT 1000", p); err != nil {
+		return nil, fmt.Errorf("tenants: %w", err)
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.T
+	}
+	return out, nil
 }
 
 // Sorts the search offers. Each ends in (ts_ns, request_id), so the keyset
@@ -97,10 +142,22 @@ func searchWhere(q SearchQuery) (string, []any) {
 	var args []any
 	add := func(cond string, a ...any) { w = append(w, cond); args = append(args, a...) }
 	if q.Tenant != "" {
-		add("tenant = ?", q.Tenant)
+		if len(q.tenants) == 0 {
+			add("0")
+		} else {
+			a := make([]any, len(q.tenants))
+			for i, t := range q.tenants {
+				a[i] = t
+			}
+			add("tenant IN ("+placeholders(len(a))+")", a...)
+		}
 	}
 	if q.RequestID != "" {
-		add("request_id = ?", q.RequestID)
+		if p, ok := strings.CutSuffix(q.RequestID, "*"); ok {
+			add("startsWith(request_id, ?)", p)
+		} else {
+			add("request_id = ?", q.RequestID)
+		}
 	}
 	if q.Room != 0 {
 		add("bootstrap_room = ?", q.Room)
@@ -155,6 +212,12 @@ func searchWhere(q SearchQuery) (string, []any) {
 // match with the same filter, so "N results" is the real number.
 func (s chStore) SearchRequests(ctx context.Context, q SearchQuery) (SearchPage, error) {
 	page := SearchPage{Query: q}
+	if q.Tenant != "" {
+		var err error
+		if q.tenants, err = s.resolveTenants(ctx, q.Tenant); err != nil {
+			return page, err
+		}
+	}
 	sort := searchSorts[q.Sort]
 	where, args := searchWhere(q)
 	if err := s.c.QueryRow(ctx, "SELECT count() FROM gateway_responses FINAL WHERE "+where, args...).Scan(&page.Total); err != nil {

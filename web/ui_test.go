@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,15 @@ func seed(t testing.TB, st *chstore.Store, n int) {
 		3.0, 50.0, "http://p:1", "http://d:1", seedRoom, "prid", "drid", "gw-0", seedLine, now})
 	mustExec(t, st, `INSERT INTO gateway_responses (ts, ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens,
  cached_tokens, ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id, ingested_at)`, gw...)
+	// id_index as ingest writes it: the request id, room and rids of each line.
+	var ids [][]any
+	for _, g := range gw {
+		ids = append(ids, []any{g[2], "request_id", "gw-0", g[0], g[17]})
+	}
+	ids = append(ids, []any{strconv.FormatUint(seedRoom, 10), "room", "prefill-0", vts.Add(-2 * time.Second), seedLine + 1},
+		[]any{strconv.FormatUint(seedRoom, 10), "room", "decode-0", vts.Add(-time.Second), seedLine + 2},
+		[]any{"prid", "rid", "prefill-0", vts.Add(-2 * time.Second), seedLine + 1})
+	mustExec(t, st, `INSERT INTO id_index (id, id_kind, node, ts, line_id)`, ids...)
 	ev := func(ts time.Time, node, role string, rank int16, event, rid string, room, line uint64) []any {
 		return []any{ts.Truncate(time.Second), uint64(ts.UnixNano()), node, role, rank, int16(0), event, rid, room, "", uint32(0),
 			uint64(700000), uint64(0), uint64(0), uint64(0), uint64(655034), "", "", uint16(0), 0.0, line, now}
@@ -195,6 +205,8 @@ func seed(t testing.TB, st *chstore.Store, n int) {
 		raw(vts.Add(-2*time.Second), "prefill-0", "Rejected prid: "+hostilePrompt, seedLine+1),
 		raw(vts.Add(-time.Second), "decode-0", "Receive drid", seedLine+2),
 		raw(vts.Add(-time.Second), "decode-0", strings.Repeat("x", 1<<20), seedLine+9),
+		// Carries neither room nor rid: only request_facts links it.
+		raw(vts.Add(-2*time.Second), "prefill-0", "Input length (700000 tokens) exceeds the maximum allowed length (655034 tokens)", seedLine+4),
 	)
 	boot := func(node, role string, ts time.Time, pool uint64) []any {
 		return []any{node, role, ts, uint64(ts.UnixNano()), node + "-b1", "0.5.2", "prefill", "mooncake", "/m", uint32(64), uint64(1048576),
@@ -211,14 +223,31 @@ func seed(t testing.TB, st *chstore.Store, n int) {
  group_key, foreign_tenants, foreign_request_keys, evidence_line_ids, detail_keys, detail_values, created_at)`,
 		[]any{"f-1", "run-1", "rejected_placeholder", "1.0.0", "HIGH", 0.95, vts, vts, vts, seedRequest, seedRequest, "victim-co", seedRoom,
 			"prefill-0", "decode-0", int16(2), []string{"prid", "drid"}, "Decode served a rejected prefill", hostilePrompt, "g",
-			[]string{"acme"}, []string{"req-0003"}, []uint64{seedLine + 1, seedLine + 2}, []string{}, []string{}, now})
+			[]string{"acme"}, []string{"req-0003"}, []uint64{seedLine + 1, seedLine + 2}, []string{}, []string{}, now},
+		// The same finding from an earlier run of the analyzer: every run
+		// stores all its findings, and only the latest run's are shown.
+		[]any{"f-1", "run-0", "rejected_placeholder", "1.0.0", "HIGH", 0.95, vts, vts, vts, seedRequest, seedRequest, "victim-co", seedRoom,
+			"prefill-0", "decode-0", int16(2), []string{"prid", "drid"}, "Decode served a rejected prefill", hostilePrompt, "g",
+			[]string{"acme"}, []string{"req-0003"}, []uint64{seedLine + 1, seedLine + 2}, []string{}, []string{}, now.Add(-time.Hour)})
+	run := func(id string, started time.Time) []any {
+		return []any{id, "rejected_placeholder", "1.0.0", "{}", seedStart, vts.Add(time.Hour), vts, started, started, "SUCCESS",
+			uint32(1), uint32(1), "", "cli", ""}
+	}
+	mustExec(t, st, `INSERT INTO analyzer_runs (run_id, analyzer, version, params, window_from, window_to, watermark, started_at,
+ finished_at, status, findings, high, error, trigger, case_id)`, run("run-0", now.Add(-time.Hour)), run("run-1", now))
+	// request_facts as the correlator writes it: the prefill rejection line
+	// carries no room, only the fact links it to the request.
+	mustExec(t, st, `INSERT INTO request_facts (request_key, ts, ts_ns, tenant, model, gateway_request_id, bootstrap_room, prefill_node,
+ prefill_rid, prefill_dp_rank, decode_node, decode_rid, decode_dp_rank, line_ids, version)`,
+		[]any{seedRequest, vts, uint64(vts.UnixNano()), "victim-co", "m1", seedRequest, seedRoom, "prefill-0", "prid", int16(0),
+			"decode-0", "drid", int16(2), []uint64{seedLine, seedLine + 1, seedLine + 2, seedLine + 4}, uint64(1)})
 	aff := func(tenant, role string) []any {
 		return []any{"recon-1", "", tenant, role, uint64(1), vts, vts, []string{"m1"}, []string{"decode-0"}, 0.9,
 			[]string{seedRequest}, []string{"f-1"}, now}
 	}
 	mustExec(t, st, `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models,
  nodes, confidence, request_keys, finding_ids, created_at)`,
-		aff("victim-co", "received_foreign_data"), aff("acme", "possibly_exposed"), aff("=cmd|' /C calc'!A0", "possibly_exposed"))
+		aff("victim-co", "received"), aff("acme", "exposed"), aff("=cmd|' /C calc'!A0", "exposed"))
 	mustExec(t, st, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
  malformed, bytes, committed_offset, size, complete, updated_at, version)`,
 		[]any{"s1", "/logs/decode-0.log", "decode-0", "decode", "sglang", seedStart, vts, uint64(4), uint64(4), uint64(0), uint64(0),
@@ -275,6 +304,8 @@ func TestAPIRoutesByRole(t *testing.T) {
 		{"GET", "/api/v1/cases/" + cs.ID + "/affected", nil, all, 200},
 		{"GET", "/api/v1/cases/" + cs.ID + "/tenants/acme", nil, all, 200},
 		{"POST", "/api/v1/cases/" + cs.ID + "/hold", nil, writers, 200},
+		// The hold above is released by an admin only (then it is off).
+		{"POST", "/api/v1/cases/" + cs.ID + "/release", nil, admins, 200},
 		{"POST", "/api/v1/cases/" + cs.ID + "/analyze", nil, writers, 501},
 		{"GET", "/api/v1/cases/" + cs.ID + "/exports", nil, exporters, 200},
 		{"POST", "/api/v1/cases/" + cs.ID + "/exports", nil, exporters, 202},
@@ -323,7 +354,7 @@ func routeTemplate(p string) string {
 		{`^/api/v1/evidence/[^/]+$`, "/api/v1/evidence/:id"},
 		{`^/api/v1/findings/[^/]+$`, "/api/v1/findings/:id"},
 		{`^/api/v1/cases/[^/]+/tenants/[^/]+$`, "/api/v1/cases/:id/tenants/:tenant"},
-		{`^/api/v1/cases/[^/]+/(affected|hold|analyze|exports)$`, "/api/v1/cases/:id/$1"},
+		{`^/api/v1/cases/[^/]+/(affected|hold|release|analyze|exports)$`, "/api/v1/cases/:id/$1"},
 		{`^/api/v1/cases/[^/]+$`, "/api/v1/cases/:id"},
 		{`^/api/v1/exports/[^/]+/files/.+$`, "/api/v1/exports/:id/files/*name"},
 		{`^/api/v1/exports/[^/]+$`, "/api/v1/exports/:id"},
@@ -436,6 +467,16 @@ func TestSearchKeysetPaging(t *testing.T) {
 	if p.Total != 6 {
 		t.Errorf("prompt range total = %d, want 6", p.Total)
 	}
+	// Trimmed, case-insensitive tenants, and prefixes with "*".
+	for q, want := range map[string]uint64{"tenant=%20ACME%20": 25, "tenant=ac*": 25, "tenant=Victim-CO": 1,
+		"request_id=req-00*": 25, "request_id=%20req-victim%0A": 1, "tenant=nobody": 0} {
+		_, body = u.api(t, "viewer", "GET", "/api/v1/requests?"+q, nil)
+		var sp SearchPage
+		_ = json.Unmarshal(body, &sp)
+		if sp.Total != want {
+			t.Errorf("search %s: total %d, want %d", q, sp.Total, want)
+		}
+	}
 	_, body = u.api(t, "viewer", "GET", "/api/v1/requests?rid=drid", nil)
 	_ = json.Unmarshal(body, &p)
 	if p.Total != 1 || p.Rows[0].RequestID != seedRequest {
@@ -463,12 +504,49 @@ func TestTimelineAndAudit(t *testing.T) {
 	if err := json.Unmarshal(body, &tl); err != nil {
 		t.Fatal(err)
 	}
-	if len(tl.Events) != 3 || len(tl.Lines) != 3 || len(tl.Limits) != 2 || len(tl.Findings) != 1 || tl.DecodeNode != "decode-0" || len(tl.Context) != 2 {
+	// Four lines: the gateway's, the rejection and the receive (by room and
+	// rid), and the length message request_facts links.
+	if len(tl.Events) != 3 || len(tl.Lines) != 4 || len(tl.Limits) != 2 || len(tl.Findings) != 1 || tl.DecodeNode != "decode-0" || len(tl.Context) != 2 {
 		t.Fatalf("timeline: %d events, %d lines, %d limits, %d findings, decode %q, %d context", len(tl.Events), len(tl.Lines), len(tl.Limits), len(tl.Findings), tl.DecodeNode, len(tl.Context))
+	}
+	if !strings.Contains(string(body), "exceeds the maximum allowed length") {
+		t.Error("the request page misses the line request_facts links to it")
+	}
+	// Both exposed rows of the seeded reconstruction cite the finding.
+	if len(tl.Sources) != 2 || tl.Sources[1].Tenant != "acme" || tl.Sources[1].Role != "exposed" {
+		t.Errorf("sources = %+v, want the two exposed tenants from the reconstruction", tl.Sources)
+	}
+	// The finding is stored by two runs; the list shows the latest run's.
+	_, body = u.api(t, "viewer", "GET", "/api/v1/findings", nil)
+	var fp FindingPage
+	_ = json.Unmarshal(body, &fp)
+	if fp.Total != 1 || len(fp.Findings) != 1 || fp.Findings[0].RunID != "run-1" {
+		t.Errorf("findings: total %d, %d rows (%+v), want the latest run's one", fp.Total, len(fp.Findings), fp.Findings)
 	}
 	for _, l := range tl.Limits {
 		if l.Node == "prefill-0" && !l.PoolSmaller() {
 			t.Error("prefill-0 pool should be smaller than the context")
+		}
+	}
+	// Confidence is entered in percent, as it is shown.
+	for q, want := range map[string]uint64{"min_confidence=90": 1, "min_confidence=96%25": 0} {
+		_, body = u.api(t, "viewer", "GET", "/api/v1/findings?"+q, nil)
+		var fp FindingPage
+		_ = json.Unmarshal(body, &fp)
+		if fp.Total != want {
+			t.Errorf("findings?%s: total %d, want %d", q, fp.Total, want)
+		}
+	}
+	if code, _ := u.api(t, "viewer", "GET", "/api/v1/findings?min_confidence=150", nil); code != 400 {
+		t.Errorf("min_confidence=150 = %d, want 400", code)
+	}
+	// The audit log filters by tenant.
+	for q, want := range map[string]uint64{"tenant=victim-co&action=request_view": 1, "tenant=acme&action=request_view": 0} {
+		_, body = u.api(t, "admin", "GET", "/api/v1/audit?"+q, nil)
+		var ap AuditPage
+		_ = json.Unmarshal(body, &ap)
+		if ap.Total != want {
+			t.Errorf("audit?%s: total %d, want %d", q, ap.Total, want)
 		}
 	}
 	_, body = u.api(t, "admin", "GET", "/api/v1/audit?action=request_view", nil)
