@@ -187,13 +187,33 @@ func scanFindings(ctx context.Context, db DB, query string, arg []string) ([]Fin
 	return out, rows.Err()
 }
 
+// CurrentFindingsFrom is the current findings as a table expression (see
+// LatestFindings for the rule); its one parameter is CurrentVersions.
+// Every reader — the CLI, the reconstruction, the UI and the API — reads
+// findings through it, so they count the same findings.
+const CurrentFindingsFrom = `(SELECT * FROM findings WHERE has(?, concat(analyzer, '/', analyzer_version))
+ ORDER BY finding_id, created_at DESC, run_id DESC LIMIT 1 BY finding_id)`
+
 const currentFindingsSQL = `SELECT finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts,
  last_ts, request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node, decode_dp_rank, rids,
  title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids, detail_keys, detail_values
-FROM findings
-WHERE has(?, concat(analyzer, '/', analyzer_version))
-ORDER BY finding_id, created_at DESC, run_id DESC
-LIMIT 1 BY finding_id`
+FROM ` + CurrentFindingsFrom
+
+// CurrentVersions lists "analyzer/version" for each analyzer's latest
+// successful run: the parameter of CurrentFindingsFrom.
+func CurrentVersions(ctx context.Context, db DB) ([]string, error) {
+	runs, err := Runs(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	latest := LatestRuns(runs)
+	versions := make([]string, 0, len(latest))
+	for _, r := range latest {
+		versions = append(versions, r.Analyzer+"/"+r.Version)
+	}
+	sort.Strings(versions)
+	return versions, nil
+}
 
 // LatestFindings returns the current findings, the one set the CLI, the
 // UI, the API and the notification list all read: for each analyzer, the
@@ -204,19 +224,10 @@ LIMIT 1 BY finding_id`
 // the incident found, and a new analyzer version replaces the old one's
 // conclusions. Sorted by analyzer, time and id.
 func LatestFindings(ctx context.Context, db DB) ([]Finding, error) {
-	runs, err := Runs(ctx, db)
-	if err != nil {
+	versions, err := CurrentVersions(ctx, db)
+	if err != nil || len(versions) == 0 {
 		return nil, err
 	}
-	latest := LatestRuns(runs)
-	if len(latest) == 0 {
-		return nil, nil
-	}
-	versions := make([]string, 0, len(latest))
-	for _, r := range latest {
-		versions = append(versions, r.Analyzer+"/"+r.Version)
-	}
-	sort.Strings(versions)
 	fs, err := scanFindings(ctx, db, currentFindingsSQL, versions)
 	if err != nil {
 		return nil, err

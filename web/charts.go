@@ -405,14 +405,14 @@ type chartStore interface {
 // CaseBuckets counts, per hour, analyzer and severity, the distinct
 // requests that findings of the latest runs name in [from, to).
 func (s chStore) CaseBuckets(ctx context.Context, from, to time.Time) ([]CaseBucket, error) {
-	runs, err := s.latestRunIDs(ctx)
+	versions, err := s.currentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []CaseBucket
 	err = s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, uniqExact(request_key) AS n
-FROM findings WHERE has(?, run_id) AND ts >= ? AND ts < ? AND request_key != ''
-GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, nonNilStrings(runs), utc(from), utc(to))
+FROM `+currentFindings+` WHERE ts >= ? AND ts < ? AND request_key != ''
+GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, versions, utc(from), utc(to))
 	if err != nil {
 		return nil, fmt.Errorf("case buckets: %w", err)
 	}

@@ -71,7 +71,7 @@ func TestFleetPostureAPIAndPage(t *testing.T) {
 	}
 
 	req, _ := http.NewRequest("GET", u.srv.URL+"/fleet", nil)
-	req.Header.Set("Authorization", "Bearer tok-viewer")
+	req.Header.Set("Authorization", "Bearer "+testToken("viewer"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

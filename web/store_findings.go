@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -80,33 +79,30 @@ type findingCursor struct {
 	I string `json:"i"`
 }
 
-// latestRunIDs are the runs whose findings the UI shows: per analyzer its
-// latest run that did not fail, chosen by analyze.LatestRuns, the rule
-// `kvtrail findings` uses. Every run stores all of its findings, so
-// reading every run would show each finding once per run.
-func (s chStore) latestRunIDs(ctx context.Context) ([]string, error) {
-	runs, err := analyze.Runs(ctx, s.c)
-	if err != nil {
-		return nil, err
-	}
-	latest := analyze.LatestRuns(runs)
-	ids := make([]string, 0, len(latest))
-	for _, r := range latest {
-		ids = append(ids, r.ID)
-	}
-	sort.Strings(ids)
-	return ids, nil
+// currentVersions are the analyzer versions whose findings the UI shows,
+// read through analyze.CurrentFindingsFrom: the rule `kvtrail findings`
+// and the notification list use (each analyzer's latest version, every
+// finding it recorded, one copy per id), so a finding stored by several
+// runs is shown once and a live round does not hide earlier findings.
+func (s chStore) currentVersions(ctx context.Context) ([]string, error) {
+	v, err := analyze.CurrentVersions(ctx, s.c)
+	return nonNilStrings(v), err
 }
 
-// findingWhere narrows findings to q, within the given runs (q.RunID, if
-// set, replaces them: the findings of that one run).
-func findingWhere(q FindingQuery, runIDs []string) (string, []any) {
+// currentFindings is the FROM expression of the current findings.
+const currentFindings = analyze.CurrentFindingsFrom
+
+// findingWhere narrows findings to q: the table expression to read (the
+// current findings, or with q.RunID the findings of that one run) and the
+// conditions, with their arguments in order.
+func findingWhere(q FindingQuery, versions []string) (from, where string, args []any) {
 	w := []string{"1"}
-	var args []any
-	add := func(cond string, a ...any) { w = append(w, cond); args = append(args, a...) }
+	from = "findings"
 	if q.RunID == "" {
-		add("has(?, run_id)", nonNilStrings(runIDs))
+		from = currentFindings
+		args = append(args, nonNilStrings(versions))
 	}
+	add := func(cond string, a ...any) { w = append(w, cond); args = append(args, a...) }
 	if q.Analyzer != "" {
 		add("analyzer = ?", q.Analyzer)
 	}
@@ -128,18 +124,18 @@ func findingWhere(q FindingQuery, runIDs []string) (string, []any) {
 	if !q.To.IsZero() {
 		add("ts <= ?", utc(q.To))
 	}
-	return strings.Join(w, " AND "), args
+	return from, strings.Join(w, " AND "), args
 }
 
 // ListFindings pages with a keyset on (ts, finding_id), newest first.
 func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage, error) {
 	page := FindingPage{Query: q}
-	runs, err := s.latestRunIDs(ctx)
+	versions, err := s.currentVersions(ctx)
 	if err != nil {
 		return page, err
 	}
-	where, args := findingWhere(q, runs)
-	if err := s.c.QueryRow(ctx, "SELECT count() FROM findings WHERE "+where, args...).Scan(&page.Total); err != nil {
+	from, where, args := findingWhere(q, versions)
+	if err := s.c.QueryRow(ctx, "SELECT count() FROM "+from+" WHERE "+where, args...).Scan(&page.Total); err != nil {
 		return page, fmt.Errorf("count findings: %w", err)
 	}
 	if q.Cursor != "" {
@@ -151,7 +147,7 @@ func (s chStore) ListFindings(ctx context.Context, q FindingQuery) (FindingPage,
 		where += " AND (ts < ? OR (ts = ? AND finding_id < ?))"
 		args = append(args, t, t, cur.I)
 	}
-	sql := "SELECT " + findingCols + " FROM findings WHERE " + where + " ORDER BY ts DESC, finding_id DESC LIMIT ?"
+	sql := "SELECT " + findingCols + " FROM " + from + " WHERE " + where + " ORDER BY ts DESC, finding_id DESC LIMIT ?"
 	if err := s.c.Select(ctx, &page.Findings, sql, append(args, q.Limit+1)...); err != nil {
 		return page, fmt.Errorf("list findings: %w", err)
 	}
@@ -235,14 +231,14 @@ func (s chStore) Finding(ctx context.Context, id string) (*FindingDetail, error)
 
 // findingsFor lists the findings on one request.
 func (s chStore) findingsFor(ctx context.Context, r RequestRow) ([]Finding, error) {
-	runs, err := s.latestRunIDs(ctx)
+	versions, err := s.currentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var fs []Finding
-	err = s.c.Select(ctx, &fs, "SELECT "+findingCols+` FROM findings
-WHERE has(?, run_id) AND (gateway_request_id = ? OR (bootstrap_room = ? AND bootstrap_room != 0) OR has(foreign_request_keys, ?))
-ORDER BY ts, finding_id LIMIT 500`, nonNilStrings(runs), r.RequestID, r.Room, r.RequestID)
+	err = s.c.Select(ctx, &fs, "SELECT "+findingCols+` FROM `+currentFindings+`
+WHERE (gateway_request_id = ? OR (bootstrap_room = ? AND bootstrap_room != 0) OR has(foreign_request_keys, ?))
+ORDER BY ts, finding_id LIMIT 500`, versions, r.RequestID, r.Room, r.RequestID)
 	if err != nil {
 		return nil, fmt.Errorf("findings for request: %w", err)
 	}

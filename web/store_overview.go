@@ -57,13 +57,13 @@ type Gap struct {
 }
 
 func (s chStore) FindingBuckets(ctx context.Context) ([]FindingBucket, error) {
-	runs, err := s.latestRunIDs(ctx)
+	versions, err := s.currentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []FindingBucket
 	err = s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, count() AS n
-FROM findings WHERE has(?, run_id) GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, nonNilStrings(runs))
+FROM `+currentFindings+` GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, versions)
 	if err != nil {
 		return nil, fmt.Errorf("finding buckets: %w", err)
 	}
@@ -196,13 +196,13 @@ func findGaps(mc []minuteCount) []Gap {
 }
 
 func (s chStore) HighFindings(ctx context.Context, limit int) ([]Finding, error) {
-	runs, err := s.latestRunIDs(ctx)
+	versions, err := s.currentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []Finding
-	err = s.c.Select(ctx, &out, "SELECT "+findingCols+" FROM findings WHERE has(?, run_id) AND upper(severity) = 'HIGH' ORDER BY ts DESC, finding_id DESC LIMIT ?",
-		nonNilStrings(runs), limit)
+	err = s.c.Select(ctx, &out, "SELECT "+findingCols+" FROM "+currentFindings+" WHERE upper(severity) = 'HIGH' ORDER BY ts DESC, finding_id DESC LIMIT ?",
+		versions, limit)
 	if err != nil {
 		return nil, fmt.Errorf("high findings: %w", err)
 	}
