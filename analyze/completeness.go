@@ -30,9 +30,10 @@ ORDER BY node, bucket`
 // predicts at least this many lines in it.
 const minExpectedLines = 20
 
-// findGaps finds per-node silences longer than threshold inside the
-// window, while other nodes logged.
-func findGaps(ctx context.Context, db DB, w Window, threshold time.Duration) ([]Gap, error) {
+// FindGaps finds per-node silences longer than threshold inside the
+// window, while other nodes logged: the one gap rule, used by the
+// completeness analyzer and the UI's overview alike.
+func FindGaps(ctx context.Context, db DB, w Window, threshold time.Duration) ([]Gap, error) {
 	if threshold <= 0 {
 		return nil, nil
 	}

@@ -254,7 +254,7 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 		d.ByKey[f.Key] = f
 	}
 	if gaps {
-		if d.Gaps, err = findGaps(ctx, r.DB, w, cfg.GapThreshold); err != nil {
+		if d.Gaps, err = FindGaps(ctx, r.DB, w, cfg.GapThreshold); err != nil {
 			return nil, err
 		}
 	}

@@ -3,9 +3,10 @@ package web
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
+
+	"github.com/kvtrail/kvtrail/analyze"
 )
 
 // FindingBucket is the number of findings of one analyzer and severity in
@@ -92,30 +93,15 @@ FROM ingest_sources FINAL ORDER BY node, log_format, first_ts, path LIMIT 100000
 	return out, nil
 }
 
-// Gap rule, ported exactly from analyze/completeness.go (findGaps), so the
-// overview and the completeness analyzer report the same gaps:
-//   - lines are counted per node and minute by distinct line_id;
-//   - a silence longer than gapThreshold (analyze's default GapThreshold)
-//     between two minutes with lines is a gap only if the node's own average
-//     rate predicts at least minExpectedLines lines in it, and
-//   - some other node logged inside it.
-//
-// Lines without a time of their own (Prometheus text without timestamps,
-// stored at the Unix epoch) are left out: they are not a node's log and
-// made "1970 → 2026" gaps.
-const (
-	gapThreshold     = 10 * time.Minute
-	minExpectedLines = 20
-)
-
-// gapFloor excludes epoch-stamped lines from the gap count.
+// Gaps follow analyze's rule (analyze.FindGaps, the completeness
+// analyzer's), over all ingested data from gapFloor on: lines without a
+// time of their own (Prometheus text without timestamps, stored at the Unix
+// epoch) are not a node's log and once made "1970 → 2026" gaps.
 var gapFloor = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-type minuteCount struct {
-	Node   string    `ch:"node"`
-	Minute time.Time `ch:"bucket"`
-	N      uint64    `ch:"n"`
-}
+// gapCeiling bounds the window above (the analyzer's window is 32-bit
+// seconds).
+var gapCeiling = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // gapCache keeps the last computation per store until ingest moves on:
 // counting every minute of raw_lines is the overview's one full read.
@@ -140,59 +126,16 @@ func (s chStore) Gaps(ctx context.Context) ([]Gap, error) {
 	if gc.version == version && version != "" {
 		return gc.gaps, nil
 	}
-	var mc []minuteCount
-	err := s.c.Select(ctx, &mc, `SELECT node, toStartOfMinute(ts) AS bucket, uniqExact(line_id) AS n
-FROM raw_lines WHERE ts >= ? GROUP BY node, bucket ORDER BY node, bucket`, gapFloor)
+	found, err := analyze.FindGaps(ctx, s.c, analyze.Window{From: gapFloor, To: gapCeiling}, analyze.DefaultConfig().GapThreshold)
 	if err != nil {
-		return nil, fmt.Errorf("line counts per node: %w", err)
+		return nil, err
 	}
-	gaps := findGaps(mc)
+	gaps := make([]Gap, 0, len(found))
+	for _, g := range found {
+		gaps = append(gaps, Gap{Node: g.Node, From: g.From, To: g.To, Minutes: int(g.To.Sub(g.From) / time.Minute)})
+	}
 	gc.version, gc.gaps = version, gaps
 	return gaps, nil
-}
-
-// findGaps applies the rule above to per-node minute counts sorted by
-// node and minute.
-func findGaps(mc []minuteCount) []Gap {
-	per := map[string][]time.Time{}
-	total := map[string]uint64{}
-	fleet := map[int64]int{}
-	var nodes []string
-	for _, m := range mc {
-		if _, ok := per[m.Node]; !ok {
-			nodes = append(nodes, m.Node)
-		}
-		per[m.Node] = append(per[m.Node], m.Minute.UTC())
-		fleet[m.Minute.Unix()]++
-		total[m.Node] += m.N
-	}
-	sort.Strings(nodes)
-	var gaps []Gap
-	for _, n := range nodes {
-		ms := per[n]
-		for i := 1; i < len(ms); i++ {
-			if ms[i].Sub(ms[i-1]) <= gapThreshold {
-				continue
-			}
-			span := ms[len(ms)-1].Sub(ms[0]).Minutes() + 1
-			rate := float64(total[n]) / span
-			if rate*ms[i].Sub(ms[i-1]).Minutes() < minExpectedLines {
-				continue
-			}
-			others := false
-			for t := ms[i-1].Add(time.Minute); t.Before(ms[i]); t = t.Add(time.Minute) {
-				if fleet[t.Unix()] > 0 {
-					others = true
-					break
-				}
-			}
-			if others {
-				from := ms[i-1].Add(time.Minute)
-				gaps = append(gaps, Gap{Node: n, From: from, To: ms[i], Minutes: int(ms[i].Sub(from) / time.Minute)})
-			}
-		}
-	}
-	return gaps
 }
 
 func (s chStore) HighFindings(ctx context.Context, limit int) ([]Finding, error) {
