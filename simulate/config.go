@@ -18,6 +18,10 @@ type Config struct {
 	Decode     int
 	OutDir     string
 	PageEvents bool // write page-events/<node>.jsonl (engine debug tracing)
+	// DecodePool overrides the decode KV pool per DP rank in tokens
+	// (max_total_num_tokens): small pools run nearly full and merge their
+	// released pages often, large ones rarely.
+	DecodePool int
 }
 
 // Limits on overrides: they keep one run's memory and file count bounded.
@@ -44,6 +48,9 @@ func (c Config) Validate() error {
 	}
 	if c.Prefill < 0 || c.Prefill > maxNodes || c.Decode < 0 || c.Decode > maxNodes {
 		return fmt.Errorf("prefill %d / decode %d out of range [0, %d]", c.Prefill, c.Decode, maxNodes)
+	}
+	if c.DecodePool < 0 || (c.DecodePool > 0 && c.DecodePool < 16*pageSize) {
+		return fmt.Errorf("decode pool %d tokens: want 0 (default) or at least %d", c.DecodePool, 16*pageSize)
 	}
 	if c.OutDir == "" {
 		return errors.New("out dir is required")
