@@ -212,7 +212,8 @@ func LatestFindings(ctx context.Context, db DB) ([]Finding, error) {
 }
 
 const insertAffected = `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts,
- last_ts, models, nodes, confidence, request_keys, finding_ids, created_at)`
+ last_ts, models, nodes, confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens,
+ output_tokens, evidence_line_ids)`
 
 func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 	if len(rec.Rows) == 0 {
@@ -224,7 +225,8 @@ func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 	}
 	for _, a := range rec.Rows {
 		if err := b.Append(rec.ID, rec.CaseID, a.Tenant, string(a.Role), uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
-			nonNil(a.Models), nonNil(a.Nodes), a.Confidence, nonNil(a.RequestKeys), nonNil(a.FindingIDs), rec.Created); err != nil {
+			nonNil(a.Models), nonNil(a.Nodes), a.Confidence, nonNil(a.RequestKeys), nonNil(a.FindingIDs), rec.Created,
+			string(a.Tier), nonNil(a.Counterparts), a.PromptTokens, a.OutputTokens, nonNilU(a.Evidence)); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("append affected row %s/%s: %w", a.Role, a.Tenant, err)
 		}
@@ -238,7 +240,7 @@ func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 const latestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`
 
 const affectedSQL = `SELECT reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models, nodes,
- confidence, request_keys, finding_ids, created_at
+ confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens, output_tokens, evidence_line_ids
 FROM affected
 WHERE reconstruction_id = ?
 ORDER BY affected_role, tenant`
@@ -276,15 +278,31 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 		var a AffectedRow
 		var n uint64
 		var created time.Time
-		var role string
+		var role, tier string
 		if err := rows.Scan(&rec.ID, &rec.CaseID, &a.Tenant, &role, &n, &a.First, &a.Last, &a.Models, &a.Nodes,
-			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created); err != nil {
+			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created, &tier, &a.Counterparts, &a.PromptTokens,
+			&a.OutputTokens, &a.Evidence); err != nil {
 			return nil, fmt.Errorf("scan affected row: %w", err)
 		}
+		a.Tier = domain.Tier(tier)
 		a.Requests = int(n)
 		a.Role = domain.Role(role)
 		a.First, a.Last = a.First.UTC(), a.Last.UTC()
 		rec.Rows = append(rec.Rows, a)
 	}
-	return rec, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Received first, then exposed from the most certain tier down.
+	sort.SliceStable(rec.Rows, func(i, j int) bool {
+		x, y := rec.Rows[i], rec.Rows[j]
+		if x.Role != y.Role {
+			return x.Role.Rank() < y.Role.Rank()
+		}
+		if x.Tier != y.Tier {
+			return x.Tier.Rank() < y.Tier.Rank()
+		}
+		return x.Tenant < y.Tenant
+	})
+	return rec, nil
 }

@@ -492,3 +492,25 @@ ORDER BY (ts, user)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.audit_log ON CLUSTER kvtrail_cluster AS kvtrail.audit_log_local ENGINE = Distributed(kvtrail_cluster, kvtrail, audit_log_local, cityHash64(user));
+
+-- 0002_affected_exposure.sql;
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN tier LowCardinality(String) DEFAULT '';
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN counterparts Array(String);
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN prompt_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN output_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN evidence_line_ids Array(UInt64);
+
+ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN tier LowCardinality(String) DEFAULT '';
+
+ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN counterparts Array(String);
+
+ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN prompt_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN output_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN evidence_line_ids Array(UInt64);

@@ -454,3 +454,15 @@ ENGINE = MergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (ts, user)
 SETTINGS index_granularity = 8192;
+
+-- 0002_affected_exposure.sql;
+
+ALTER TABLE kvtrail.affected  ADD COLUMN tier LowCardinality(String) DEFAULT '';
+
+ALTER TABLE kvtrail.affected  ADD COLUMN counterparts Array(String);
+
+ALTER TABLE kvtrail.affected  ADD COLUMN prompt_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected  ADD COLUMN output_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected  ADD COLUMN evidence_line_ids Array(UInt64);
