@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ type accuracy struct {
 	flagged, high map[string]bool // request keys with any / HIGH per-request finding
 	received      map[string]bool
 	exposed       map[string]bool
+	exposedTier   map[string]Tier
 	report        *Report
 }
 
@@ -29,7 +31,7 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 			}
 		}
 	}
-	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, report: rep}
+	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, exposedTier: map[string]Tier{}, report: rep}
 	for _, x := range rep.Runs {
 		for _, f := range x.Findings {
 			if f.GatewayRequestID == "" {
@@ -47,6 +49,7 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 			a.received[row.Tenant] = true
 		case RoleExposed:
 			a.exposed[row.Tenant] = true
+			a.exposedTier[row.Tenant] = row.Tier
 		}
 	}
 	for _, p := range rep.Phases {
@@ -74,4 +77,31 @@ func logGaps(t *testing.T, rep *Report) {
 			}
 		}
 	}
+}
+
+// exposureScore is exposed-tenant recall and precision against the truth,
+// for the rows whose tier is in tiers.
+func exposureScore(a *accuracy, truth []string, tiers ...Tier) (recall, precision float64, n int) {
+	want := map[string]bool{}
+	for _, t := range truth {
+		want[t] = true
+	}
+	hit := 0
+	for tn, tr := range a.exposedTier {
+		if !slices.Contains(tiers, tr) {
+			continue
+		}
+		n++
+		if want[tn] {
+			hit++
+		}
+	}
+	recall, precision = 1, 1
+	if len(want) > 0 {
+		recall = float64(hit) / float64(len(want))
+	}
+	if n > 0 {
+		precision = float64(hit) / float64(n)
+	}
+	return recall, precision, n
 }

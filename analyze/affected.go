@@ -334,15 +334,6 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	for _, k := range keys {
 		v := victims[k]
 		known := (v.room != 0 && knownLineage[v.room]) || len(v.sources) > 0
-		// Received is decided on the most certain lineage the victim has:
-		// a possible-only writer does not make a victim's tenant a
-		// receiver when a confirmed or likely lineage says otherwise.
-		best := domain.Tier("")
-		for _, s := range v.sources {
-			if best == "" || s.tier.Rank() < best.Rank() {
-				best = s.tier
-			}
-		}
 		foreign := false
 		var counterparts []string
 		skeys := make([]string, 0, len(v.sources))
@@ -357,7 +348,10 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 			}
 			add(RoleExposed, s.tier, s.tenant, s.key, s.model, s.node, s.ts, s.conf, s.findings, v.tenant,
 				s.promptTok, s.outputTok, append(slices.Clone(v.evidence), s.lines...))
-			if s.tier.Rank() <= best.Rank() || best == domain.Possible {
+			// With a replayed or exact lineage, only confirmed or likely
+			// writers make the victim's tenant a receiver; without one,
+			// the possible writers are all there is.
+			if s.tier != domain.Possible || !(v.room != 0 && knownLineage[v.room]) {
 				foreign = true
 				counterparts = append(counterparts, s.tenant)
 				foreignOf[k] = append(foreignOf[k], s)
@@ -517,3 +511,13 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 	}
 	return out, rows.Err()
 }
+
+// Tier aliases domain.Tier for callers of this package.
+type Tier = domain.Tier
+
+// Exposure tiers, most certain first.
+const (
+	Confirmed = domain.Confirmed
+	Likely    = domain.Likely
+	Possible  = domain.Possible
+)

@@ -579,7 +579,7 @@ func (s *sim) finishDecode(t int64, r *request, cancelled bool) {
 	if r.promptPages < len(r.pages) {
 		// Output pages, logged as one write: the page-event format has no
 		// per-step line, and their content is the request's own.
-		dc.pageEvent(t, r.drank, "write", r.drid, r.room, r.pages[r.promptPages:])
+		dc.pageEvent(t-int64(time.Millisecond), r.drank, "write", r.drid, r.room, r.pages[r.promptPages:])
 	}
 	dc.pageEvent(t, r.drank, "read", r.drid, r.room, r.pages)
 	s.checkPages(t, r, rk)
