@@ -11,6 +11,7 @@ import (
 
 type accuracy struct {
 	flagged, high map[string]bool // request keys with any / HIGH per-request finding
+	listed        map[string]bool // MEDIUM or HIGH: enters the affected list
 	received      map[string]bool
 	exposed       map[string]bool
 	exposedTier   map[string]Tier
@@ -31,13 +32,16 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 			}
 		}
 	}
-	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, exposedTier: map[string]Tier{}, report: rep}
+	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, listed: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, exposedTier: map[string]Tier{}, report: rep}
 	for _, x := range rep.Runs {
 		for _, f := range x.Findings {
 			if f.GatewayRequestID == "" {
 				continue
 			}
 			a.flagged[f.GatewayRequestID] = true
+			if f.Severity == High || f.Severity == Medium {
+				a.listed[f.GatewayRequestID] = true
+			}
 			if f.Severity == High {
 				a.high[f.GatewayRequestID] = true
 			}

@@ -90,8 +90,8 @@ const windowBefore = 4 * time.Hour
 
 // Reconstruct folds the latest findings into the per-tenant list and
 // stores it; the victim findings' foreign tenants and request keys are
-// filled from it in rec.UpdatedFindings (not yet written back to the
-// findings table). Sources (whose KV a victim read) come from page-level events
+// filled from it (rec.UpdatedFindings) and written back to the findings
+// table. Sources (whose KV a victim read) come from page-level events
 // when the decode node logged them (confirmed), else from the allocator
 // replay (likely / possible), plus what findings name (aborted rooms,
 // metadata rooms).
@@ -110,6 +110,9 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 		return nil, err
 	}
 	rec.UpdatedFindings = updated
+	if err := saveFindingForeign(ctx, r.DB, updated); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 

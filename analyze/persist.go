@@ -306,3 +306,39 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 	})
 	return rec, nil
 }
+
+// clusterDB is implemented by stores that know their cluster: on a cluster
+// the findings rows live in findings_local on every shard.
+type clusterDB interface {
+	Cluster() string
+}
+
+// saveFindingForeign writes the foreign tenants and request keys the
+// reconstruction found back into the stored victim findings, so every
+// reader of the findings table (the CLI, the UI, exports) sees them. One
+// ALTER ... UPDATE mutation per reconstruction; ClickHouse applies it in
+// the background (18.16 has no synchronous mutations), normally within
+// seconds.
+func saveFindingForeign(ctx context.Context, db DB, fs []Finding) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(fs))
+	tenants := make([][]string, len(fs))
+	keys := make([][]string, len(fs))
+	for i, f := range fs {
+		ids[i], tenants[i], keys[i] = f.ID, nonNil(f.ForeignTenants), nonNil(f.ForeignRequestKeys)
+	}
+	table := "findings"
+	if c, ok := db.(clusterDB); ok && c.Cluster() != "" {
+		table = "findings_local ON CLUSTER " + c.Cluster()
+	}
+	q := "ALTER TABLE " + table + ` UPDATE
+ foreign_tenants = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id)),
+ foreign_request_keys = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id))
+WHERE has(CAST(? AS Array(String)), finding_id)`
+	if err := db.Exec(ctx, q, tenants, ids, keys, ids, ids); err != nil {
+		return fmt.Errorf("store foreign tenants of %d findings: %w", len(fs), err)
+	}
+	return nil
+}

@@ -39,6 +39,10 @@ import (
 // few pages.
 const replaySlack = 8
 
+// waitingTimeout is how long a decode request waits for KV before SGLang
+// fails it (SGLANG_DISAGGREGATION_WAITING_TIMEOUT, 300 s by default).
+const waitingTimeout = 300 * time.Second
+
 // rreq is one decode-side request in a lane.
 type rreq struct {
 	room        uint64
@@ -74,6 +78,11 @@ type VictimReplay struct {
 	// output lengths, completeness gaps).
 	Uncertain []string
 	Lines     []uint64
+	// Held: rooms that held one of the pages the victim was given (or the
+	// next pages in the free list) before it, under some order. A room
+	// that wrote nothing of its own (aborted mid-transfer) appears here
+	// and not among the writers.
+	Held map[uint64]bool
 }
 
 const decodeEventsSQL = `SELECT node, event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id
@@ -324,7 +333,15 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 	}
 	for room, first := range results[0] {
 		vr := &VictimReplay{Room: room, Node: node, Rank: id.rank, Boot: b.ID, PageSize: ps,
-			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines}
+			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines,
+			Held: map[uint64]bool{}}
+		for _, res := range results {
+			if r := res[room]; r != nil {
+				for h := range r.Held {
+					vr.Held[h] = true
+				}
+			}
+		}
 		inAll := func(w uint64) bool {
 			for _, res := range results {
 				if r := res[room]; r == nil || r.Likely[w] == nil {
@@ -444,13 +461,14 @@ type lanePool struct {
 	prevW    []uint64 // writer before the current holder wrote
 	prevOut  []bool
 	prevLine []uint64
+	holder   []uint64 // room the page was last handed to
 	held     map[*rreq][]int32
 }
 
 func newLanePool(n, ps int, sorted bool) *lanePool {
 	p := &lanePool{ps: ps, needSort: sorted, free: make([]int32, n), held: map[*rreq][]int32{},
 		writer: make([]uint64, n+1), out: make([]bool, n+1), line: make([]uint64, n+1),
-		prevW: make([]uint64, n+1), prevOut: make([]bool, n+1), prevLine: make([]uint64, n+1)}
+		prevW: make([]uint64, n+1), prevOut: make([]bool, n+1), prevLine: make([]uint64, n+1), holder: make([]uint64, n+1)}
 	for i := range p.free {
 		p.free[i] = int32(i + 1)
 	}
@@ -508,20 +526,48 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 	p := newLanePool(npages, ps, sorted)
 	res := map[uint64]*VictimReplay{}
 	running := 0
-	for _, o := range ops {
+	// The prealloc queue: a request whose prompt does not fit waits, in
+	// arrival order, until frees make room (decode.py pop_preallocated).
+	var queue []op
+	var retry func()
+	var step func(o op) bool
+	retry = func() {
+		queue = slices.DeleteFunc(queue, func(q op) bool { return step(q) })
+	}
+	step = func(o op) bool {
 		r := o.r
 		switch o.kind {
 		case opPrealloc:
 			n := (r.prompt + ps - 1) / ps
+			if n > len(p.free)+len(p.released) {
+				return false
+			}
 			pg := p.take(n, r.prompt/ps+2 > len(p.free))
 			if pg == nil {
-				continue
+				return false
+			}
+			var prevHolders []uint64
+			if want[r.room] {
+				for _, q := range pg {
+					prevHolders = append(prevHolders, p.holder[q])
+				}
+				for _, q := range p.free[:min(len(p.free), replaySlack)] {
+					prevHolders = append(prevHolders, p.holder[q])
+				}
+			}
+			for _, q := range pg {
+				p.holder[q] = r.room
 			}
 			p.held[r] = pg
 			running++
 			if want[r.room] {
 				vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
-					Lines: []uint64{o.line}}
+					Lines: []uint64{o.line}, Held: map[uint64]bool{}}
+				for _, h := range prevHolders {
+					if h != 0 && h != r.room {
+						vr.Held[h] = true
+					}
+				}
 				lo := 0
 				if r.placeholder {
 					lo = 1
@@ -551,12 +597,16 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 		case opGrow:
 			pg := p.held[r]
 			if pg == nil {
-				continue
+				return true
 			}
 			np := p.take(1, max(running, 1) > len(p.free))
 			if np == nil {
-				continue
+				return true
 			}
+			if vr := res[r.room]; vr != nil && p.holder[np[0]] != 0 && p.holder[np[0]] != r.room {
+				vr.Held[p.holder[np[0]]] = true
+			}
+			p.holder[np[0]] = r.room
 			p.held[r] = append(pg, np...)
 			p.write(np, r.room, true, o.line)
 		case opFree:
@@ -565,6 +615,27 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 				delete(p.held, r)
 				running--
 			}
+		}
+		return true
+	}
+	for _, o := range ops {
+		if o.kind == opFree {
+			// A request still queued when it finishes (aborted while
+			// waiting) never got pages.
+			queue = slices.DeleteFunc(queue, func(q op) bool { return q.r == o.r })
+		}
+		// Queued requests that never got pages are dropped after the
+		// disaggregation waiting timeout (300 s, the KVPoll timeout).
+		queue = slices.DeleteFunc(queue, func(q op) bool { return o.at-q.at > int64(waitingTimeout) })
+		if o.kind == opPrealloc && (o.r.prompt+ps-1)/ps > npages {
+			continue // can never fit
+		}
+		if !step(o) {
+			queue = append(queue, o)
+			continue
+		}
+		if o.kind == opFree {
+			retry()
 		}
 	}
 	return res
