@@ -15,6 +15,7 @@ type accuracy struct {
 	received      map[string]bool
 	exposed       map[string]bool
 	exposedTier   map[string]Tier
+	exposedReqs   map[string]Tier // writer request keys on exposed rows, at the row's tier
 	report        *Report
 }
 
@@ -32,7 +33,7 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 			}
 		}
 	}
-	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, listed: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, exposedTier: map[string]Tier{}, report: rep}
+	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, listed: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, exposedTier: map[string]Tier{}, exposedReqs: map[string]Tier{}, report: rep}
 	for _, x := range rep.Runs {
 		for _, f := range x.Findings {
 			if f.GatewayRequestID == "" {
@@ -54,6 +55,9 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 		case RoleExposed:
 			a.exposed[row.Tenant] = true
 			a.exposedTier[row.Tenant] = row.Tier
+			for _, k := range row.RequestKeys {
+				a.exposedReqs[k] = row.Tier
+			}
 		}
 	}
 	for _, p := range rep.Phases {
@@ -97,6 +101,38 @@ func exposureScore(a *accuracy, truth []string, tiers ...Tier) (recall, precisio
 		}
 		n++
 		if want[tn] {
+			hit++
+		}
+	}
+	recall, precision = 1, 1
+	if len(want) > 0 {
+		recall = float64(hit) / float64(len(want))
+	}
+	if n > 0 {
+		precision = float64(hit) / float64(n)
+	}
+	return recall, precision, n
+}
+
+// requestExposureScore is the same at request level: the writer requests
+// named on exposed rows against the truth's foreign sources. A row's tier
+// is its tenant's best, so this is an upper bound for lower tiers.
+func requestExposureScore(a *accuracy, tr *simulate.Truth, tiers ...Tier) (recall, precision float64, n int) {
+	want := map[string]bool{}
+	for _, x := range tr.Affected {
+		for _, s := range x.Sources {
+			if s.Tenant != x.Tenant {
+				want[s.RequestID] = true
+			}
+		}
+	}
+	hit := 0
+	for k, t := range a.exposedReqs {
+		if !slices.Contains(tiers, t) {
+			continue
+		}
+		n++
+		if want[k] {
 			hit++
 		}
 	}

@@ -311,6 +311,7 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 // the findings rows live in findings_local on every shard.
 type clusterDB interface {
 	Cluster() string
+	Database() string
 }
 
 // saveFindingForeign writes the foreign tenants and request keys the
@@ -331,7 +332,9 @@ func saveFindingForeign(ctx context.Context, db DB, fs []Finding) error {
 	}
 	table := "findings"
 	if c, ok := db.(clusterDB); ok && c.Cluster() != "" {
-		table = "findings_local ON CLUSTER " + c.Cluster()
+		// ON CLUSTER resolves unqualified names in each server's default
+		// database, so the table is qualified.
+		table = c.Database() + ".findings_local ON CLUSTER " + c.Cluster()
 	}
 	q := "ALTER TABLE " + table + ` UPDATE
  foreign_tenants = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id)),

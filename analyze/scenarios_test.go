@@ -254,6 +254,8 @@ func checkExposure(t *testing.T, a *accuracy, tr *simulate.Truth) {
 	rCL, pCL, nCL := exposureScore(a, tr.PossiblyExposed, Confirmed, Likely)
 	t.Logf("exposed truth %d: all tiers %d rows recall %.3f precision %.3f; confirmed+likely %d rows recall %.3f precision %.3f",
 		len(tr.PossiblyExposed), nAll, rAll, pAll, nCL, rCL, pCL)
+	qr, qp, qn := requestExposureScore(a, tr, Confirmed, Likely, Possible)
+	t.Logf("exposed source requests: %d named, recall %.3f precision %.3f", qn, qr, qp)
 	if rAll < 0.99 || pAll < 0.4 {
 		t.Errorf("all tiers: recall %.3f precision %.3f, want >= 0.99 and >= 0.4", rAll, pAll)
 	}
