@@ -321,15 +321,6 @@ type clusterDB interface {
 // the background (18.16 has no synchronous mutations), normally within
 // seconds.
 func saveFindingForeign(ctx context.Context, db DB, fs []Finding) error {
-	if len(fs) == 0 {
-		return nil
-	}
-	ids := make([]string, len(fs))
-	tenants := make([][]string, len(fs))
-	keys := make([][]string, len(fs))
-	for i, f := range fs {
-		ids[i], tenants[i], keys[i] = f.ID, nonNil(f.ForeignTenants), nonNil(f.ForeignRequestKeys)
-	}
 	table := "findings"
 	if c, ok := db.(clusterDB); ok && c.Cluster() != "" {
 		// ON CLUSTER resolves unqualified names in each server's default
@@ -340,8 +331,36 @@ func saveFindingForeign(ctx context.Context, db DB, fs []Finding) error {
  foreign_tenants = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id)),
  foreign_request_keys = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id))
 WHERE has(CAST(? AS Array(String)), finding_id)`
-	if err := db.Exec(ctx, q, tenants, ids, keys, ids, ids); err != nil {
-		return fmt.Errorf("store foreign tenants of %d findings: %w", len(fs), err)
+	// Statements stay well under max_query_size (256 KiB by default):
+	// placeholder victims name hundreds of source requests each.
+	const chunkBytes = 96 << 10
+	for len(fs) > 0 {
+		var (
+			ids            []string
+			tenants, keys  [][]string
+			size, consumed int
+		)
+		for _, f := range fs {
+			n := 3 * (len(f.ID) + 4)
+			for _, t := range f.ForeignTenants {
+				n += len(t) + 4
+			}
+			for _, k := range f.ForeignRequestKeys {
+				n += len(k) + 4
+			}
+			if consumed > 0 && size+n > chunkBytes {
+				break
+			}
+			size += n
+			consumed++
+			ids = append(ids, f.ID)
+			tenants = append(tenants, nonNil(f.ForeignTenants))
+			keys = append(keys, nonNil(f.ForeignRequestKeys))
+		}
+		if err := db.Exec(ctx, q, tenants, ids, keys, ids, ids); err != nil {
+			return fmt.Errorf("store foreign tenants of %d findings: %w", len(ids), err)
+		}
+		fs = fs[consumed:]
 	}
 	return nil
 }

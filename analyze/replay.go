@@ -1,8 +1,10 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -54,6 +56,7 @@ type rreq struct {
 	ownWrites   bool
 	placeholder bool
 	lines       []uint64
+	growth      int // decode pages the replay will add
 }
 
 // SourcePages is what one writer room had last written in pages a victim
@@ -300,7 +303,9 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 			// that position starts a page. Step times are interpolated.
 			dur := fin.Sub(r.recv).Nanoseconds()
 			last := r.prompt + r.completion - 2
+			r.growth = 0
 			for pos := (r.prompt + ps - 1) / ps * ps; pos <= last; pos += ps {
+				r.growth++
 				i := pos - r.prompt + 1
 				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), opGrow, r, recvLine})
 			}
@@ -418,43 +423,48 @@ func mergeSource(m map[uint64]*SourcePages, w uint64, s *SourcePages) {
 // second when lines are second-granular) frees come first and lines in
 // file order, or, reversed, allocations first and lines in reverse order.
 func sortOps(ops []op, reversed bool) {
-	gran := int64(1)
-	if reversed {
-		gran = int64(time.Second)
-	}
-	sort.SliceStable(ops, func(i, j int) bool {
-		a, b := ops[i], ops[j]
+	slices.SortStableFunc(ops, func(a, b op) int {
 		ta, tb := a.at, b.at
 		if reversed {
-			ta, tb = ta/gran, tb/gran
+			ta, tb = ta/int64(time.Second), tb/int64(time.Second)
 		}
 		if ta != tb {
-			return ta < tb
+			return cmp.Compare(ta, tb)
 		}
 		if a.kind != b.kind {
 			if reversed {
-				return a.kind < b.kind
+				return cmp.Compare(a.kind, b.kind)
 			}
-			return a.kind > b.kind
+			return cmp.Compare(b.kind, a.kind)
 		}
 		if a.at != b.at {
-			return a.at < b.at
+			return cmp.Compare(a.at, b.at)
 		}
 		if reversed {
-			return a.line > b.line
+			return cmp.Compare(b.line, a.line)
 		}
-		return a.line < b.line
+		return cmp.Compare(a.line, b.line)
 	})
 }
 
 // lanePool is the replay's own model of one rank's allocator (written from
 // SGLang's source, independently of simulate/allocator.go, so that the two
 // cannot agree on a shared mistake).
+//
+// With need_sort, free_pages is always sorted: a merge sorts it and
+// allocations only take its head. So it is the set of free pages not on
+// release_pages, handed out lowest first — a bitset, where a merge is
+// setting the released pages' bits (no sort of the whole pool). Without
+// need_sort, free_pages is a list with freed pages put in front, stored
+// reversed (head last) so that both ends are appends and truncations.
 type lanePool struct {
 	ps       int
 	needSort bool
-	free     []int32
-	released []int32
+	bits     []uint64 // need_sort: free_pages as a set
+	nbits    int
+	lo       int      // lowest word that may hold a set bit
+	list     []int32  // no need_sort: free_pages, reversed (head last)
+	released []int32  // release_pages (need_sort)
 	writer   []uint64 // room that last wrote the page, 0 = never
 	out      []bool   // that write was generated output
 	line     []uint64 // the writer's line that put it there
@@ -466,21 +476,76 @@ type lanePool struct {
 }
 
 func newLanePool(n, ps int, sorted bool) *lanePool {
-	p := &lanePool{ps: ps, needSort: sorted, free: make([]int32, n), held: map[*rreq][]int32{},
+	p := &lanePool{ps: ps, needSort: sorted, held: map[*rreq][]int32{},
 		writer: make([]uint64, n+1), out: make([]bool, n+1), line: make([]uint64, n+1),
 		prevW: make([]uint64, n+1), prevOut: make([]bool, n+1), prevLine: make([]uint64, n+1), holder: make([]uint64, n+1)}
-	for i := range p.free {
-		p.free[i] = int32(i + 1)
+	if sorted {
+		p.bits = make([]uint64, (n+1+63)/64)
+		for i := 1; i <= n; i++ {
+			p.bits[i>>6] |= 1 << (uint(i) & 63)
+		}
+		p.nbits = n
+		return p
+	}
+	p.list = make([]int32, n)
+	for i := range p.list {
+		p.list[i] = int32(n - i)
 	}
 	return p
 }
 
-func (p *lanePool) mergeReleased() {
-	if len(p.released) == 0 {
-		return
+// nfree is len(free_pages).
+func (p *lanePool) nfree() int {
+	if p.needSort {
+		return p.nbits
 	}
-	p.free = append(p.free, p.released...)
-	slices.Sort(p.free)
+	return len(p.list)
+}
+
+// next returns up to k pages from the head of free_pages, head first,
+// removing them when take is set.
+func (p *lanePool) next(k int, take bool) []int32 {
+	k = min(k, p.nfree())
+	out := make([]int32, 0, k)
+	if !p.needSort {
+		for i := 0; i < k; i++ {
+			out = append(out, p.list[len(p.list)-1-i])
+		}
+		if take {
+			p.list = p.list[:len(p.list)-k]
+		}
+		return out
+	}
+	for w := p.lo; w < len(p.bits) && len(out) < k; w++ {
+		word := p.bits[w]
+		for word != 0 && len(out) < k {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << uint(b)
+			out = append(out, int32(w*64+b))
+		}
+		if take {
+			p.bits[w] = word
+			if word == 0 {
+				p.lo = w + 1
+			}
+		}
+	}
+	if take {
+		p.nbits -= len(out)
+	}
+	return out
+}
+
+// mergeReleased is merge_and_sort_free: free_pages becomes the sorted union.
+func (p *lanePool) mergeReleased() {
+	for _, pg := range p.released {
+		w := int(pg >> 6)
+		if p.bits[w]&(1<<(uint(pg)&63)) == 0 {
+			p.bits[w] |= 1 << (uint(pg) & 63)
+			p.nbits++
+		}
+		p.lo = min(p.lo, w)
+	}
 	p.released = p.released[:0]
 }
 
@@ -488,17 +553,15 @@ func (p *lanePool) take(n int, short bool) []int32 {
 	if p.needSort && short {
 		p.mergeReleased()
 	}
-	if n > len(p.free) && len(p.free)+len(p.released) >= n {
+	if p.needSort && n > p.nfree() && p.nfree()+len(p.released) >= n {
 		// The prealloc queue waits for available_size(); by the time the
 		// request is taken the pages have been merged.
 		p.mergeReleased()
 	}
-	if n <= 0 || n > len(p.free) {
+	if n <= 0 || n > p.nfree() {
 		return nil
 	}
-	pg := slices.Clone(p.free[:n])
-	p.free = p.free[n:]
-	return pg
+	return p.next(n, true)
 }
 
 func (p *lanePool) write(pages []int32, room uint64, output bool, line uint64) {
@@ -508,15 +571,19 @@ func (p *lanePool) write(pages []int32, room uint64, output bool, line uint64) {
 	}
 }
 
+// release is free(): unique pages onto release_pages (need_sort), or in
+// front of free_pages, lowest first.
 func (p *lanePool) release(pages []int32) {
 	u := slices.Clone(pages)
 	slices.Sort(u)
 	u = slices.Compact(u)
 	if p.needSort {
-		p.released = append(u, p.released...)
+		p.released = append(p.released, u...)
 		return
 	}
-	p.free = append(u, p.free...)
+	for i := len(u) - 1; i >= 0; i-- {
+		p.list = append(p.list, u[i])
+	}
 }
 
 // runLane replays one order of a lane and returns, per wanted room, the
@@ -539,10 +606,10 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 		switch o.kind {
 		case opPrealloc:
 			n := (r.prompt + ps - 1) / ps
-			if n > len(p.free)+len(p.released) {
+			if n > p.nfree()+len(p.released) {
 				return false
 			}
-			pg := p.take(n, r.prompt/ps+2 > len(p.free))
+			pg := p.take(n, r.prompt/ps+2 > p.nfree())
 			if pg == nil {
 				return false
 			}
@@ -551,12 +618,16 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 				for _, q := range pg {
 					prevHolders = append(prevHolders, p.holder[q])
 				}
-				for _, q := range p.free[:min(len(p.free), replaySlack)] {
+				for _, q := range p.next(replaySlack, false) {
 					prevHolders = append(prevHolders, p.holder[q])
 				}
 			}
 			for _, q := range pg {
 				p.holder[q] = r.room
+			}
+			if r.growth > 0 {
+				// Room for the decode pages, so growth does not reallocate.
+				pg = append(make([]int32, 0, len(pg)+r.growth), pg...)
 			}
 			p.held[r] = pg
 			running++
@@ -577,7 +648,7 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 				}
 				// The next pages in the free list: the victim's under a
 				// slightly later position.
-				for _, q := range p.free[:min(len(p.free), replaySlack)] {
+				for _, q := range p.next(replaySlack, false) {
 					addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], r.room)
 				}
 				res[r.room] = vr
@@ -599,7 +670,7 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 			if pg == nil {
 				return true
 			}
-			np := p.take(1, max(running, 1) > len(p.free))
+			np := p.take(1, max(running, 1) > p.nfree())
 			if np == nil {
 				return true
 			}

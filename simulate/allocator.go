@@ -104,7 +104,8 @@ func (p *pagePool) release(pages []int32) {
 	u = slices.Compact(u)
 	p.nheld -= len(u)
 	if p.needSort {
-		p.released = append(u, p.released...)
+		// Order on release_pages does not matter: the merge sorts.
+		p.released = append(p.released, u...)
 		return
 	}
 	p.free = append(u, p.free...)
