@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -264,7 +265,8 @@ type affectedJSON struct {
 	Counterparts []string `json:"counterparts"`
 	PromptTokens int64    `json:"prompt_tokens"`
 	OutputTokens int64    `json:"output_tokens"`
-	Evidence     []uint64 `json:"evidence_line_ids"`
+	// Evidence line ids exceed 2^53: strings, as in findings output.
+	Evidence []string `json:"evidence_line_ids"`
 }
 
 func newAffectedCmd(a *app) *cobra.Command {
@@ -301,9 +303,9 @@ func newAffectedCmd(a *app) *cobra.Command {
 				if wantTier != "" && r.Tier != wantTier {
 					continue // a tier filter keeps exposed rows of that tier only
 				}
-				ev := r.Evidence
-				if ev == nil {
-					ev = []uint64{}
+				ev := make([]string, len(r.Evidence))
+				for i, l := range r.Evidence {
+					ev[i] = strconv.FormatUint(l, 10)
 				}
 				out = append(out, affectedJSON{rec.ID, r.Tenant, string(r.Role), r.Requests, r.First, r.Last, nonNilS(r.Models),
 					nonNilS(r.Nodes), r.Confidence, nonNilS(r.RequestKeys), nonNilS(r.FindingIDs), string(r.Tier),
@@ -319,15 +321,11 @@ func newAffectedCmd(a *app) *cobra.Command {
 					"confidence", "request_keys", "finding_ids", "tier", "counterparts", "prompt_tokens", "output_tokens",
 					"evidence_line_ids"})
 				for _, r := range out {
-					ev := make([]string, len(r.Evidence))
-					for i, l := range r.Evidence {
-						ev[i] = fmt.Sprint(l)
-					}
 					_ = cw.Write([]string{r.ReconstructionID, r.Tenant, r.Role, fmt.Sprint(r.Requests), r.FirstTS.Format(time.RFC3339),
 						r.LastTS.Format(time.RFC3339), strings.Join(r.Models, " "), strings.Join(r.Nodes, " "),
 						fmt.Sprintf("%.2f", r.Confidence), strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " "),
 						r.Tier, strings.Join(r.Counterparts, " "), fmt.Sprint(r.PromptTokens), fmt.Sprint(r.OutputTokens),
-						strings.Join(ev, " ")})
+						strings.Join(r.Evidence, " ")})
 				}
 				cw.Flush()
 				return cw.Error()
