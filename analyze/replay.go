@@ -314,6 +314,20 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 			ops = append(ops, op{fin.UnixNano(), opFree, r, r.lines[len(r.lines)-1]})
 		}
 	}
+	// Nothing after the last wanted request's Finish changes what it was
+	// given: the lane is replayed up to there (plus a second for the
+	// reversed same-second order).
+	var cutoff int64
+	for _, r := range reqs {
+		if want[r.room] {
+			t := end.UnixNano()
+			if r.finished && !r.fin.Before(r.recv) {
+				t = r.fin.UnixNano()
+			}
+			cutoff = max(cutoff, t+int64(time.Second))
+		}
+	}
+	ops = slices.DeleteFunc(ops, func(o op) bool { return o.at > cutoff })
 	variants := [][]op{ops}
 	if coarse {
 		// Second-granular lines: the order inside a second is unknown.
