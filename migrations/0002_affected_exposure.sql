@@ -8,10 +8,11 @@ ALTER TABLE {{table "affected"}} {{on_cluster}} ADD COLUMN counterparts Array(St
 ALTER TABLE {{table "affected"}} {{on_cluster}} ADD COLUMN prompt_tokens Int64 DEFAULT 0;
 ALTER TABLE {{table "affected"}} {{on_cluster}} ADD COLUMN output_tokens Int64 DEFAULT 0;
 ALTER TABLE {{table "affected"}} {{on_cluster}} ADD COLUMN evidence_line_ids Array(UInt64);
+-- On a cluster the Distributed table takes its columns from affected_local
+-- when it is created: 18.16 refuses ALTER ... ON CLUSTER of a
+-- non-replicated table on internally replicated shards, so it is recreated
+-- (it holds no data of its own).
 {{if dist "affected"}}
-ALTER TABLE {{dist "affected"}} {{on_cluster}} ADD COLUMN tier LowCardinality(String) DEFAULT '';
-ALTER TABLE {{dist "affected"}} {{on_cluster}} ADD COLUMN counterparts Array(String);
-ALTER TABLE {{dist "affected"}} {{on_cluster}} ADD COLUMN prompt_tokens Int64 DEFAULT 0;
-ALTER TABLE {{dist "affected"}} {{on_cluster}} ADD COLUMN output_tokens Int64 DEFAULT 0;
-ALTER TABLE {{dist "affected"}} {{on_cluster}} ADD COLUMN evidence_line_ids Array(UInt64);
+DROP TABLE IF EXISTS {{dist "affected"}} {{on_cluster}};
 {{end}}
+{{distributed "affected" "cityHash64(reconstruction_id)"}}

@@ -505,12 +505,6 @@ ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN output_
 
 ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN evidence_line_ids Array(UInt64);
 
-ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN tier LowCardinality(String) DEFAULT '';
+DROP TABLE IF EXISTS kvtrail.affected ON CLUSTER kvtrail_cluster;
 
-ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN counterparts Array(String);
-
-ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN prompt_tokens Int64 DEFAULT 0;
-
-ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN output_tokens Int64 DEFAULT 0;
-
-ALTER TABLE kvtrail.affected ON CLUSTER kvtrail_cluster ADD COLUMN evidence_line_ids Array(UInt64);
+CREATE TABLE IF NOT EXISTS kvtrail.affected ON CLUSTER kvtrail_cluster AS kvtrail.affected_local ENGINE = Distributed(kvtrail_cluster, kvtrail, affected_local, cityHash64(reconstruction_id));
