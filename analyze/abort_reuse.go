@@ -32,7 +32,7 @@ func init() {
 }
 
 // Version implements Analyzer.
-func (*AbortReuse) Version() string { return "1" }
+func (*AbortReuse) Version() string { return "2" }
 
 // Params implements Analyzer.
 func (a *AbortReuse) Params() any { return a }
@@ -61,6 +61,10 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 	for _, l := range lanes {
 		sort.SliceStable(l, func(i, j int) bool { return l[i].Decode.TS().Before(l[j].Decode.TS()) })
 	}
+	held, err := a.replayedHolders(ctx, d, pr, lanes)
+	if err != nil {
+		return nil, err
+	}
 	var out []Finding
 	for _, t := range d.Transfer {
 		if t.Role != "decode" || !t.Failure() || t.Room == 0 {
@@ -77,7 +81,10 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 		k := fmt.Sprintf("%s/%d", t.Node, rank)
 		order := 0
 		l := lanes[k]
-		from := t.TS.Add(-secondSlack)
+		// Requests received before the abort may still have been waiting in
+		// the prealloc queue and taken its pages when they were freed; they
+		// are candidates only when the allocator replay hands them one.
+		from := t.TS.Add(-a.Window)
 		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
 		for _, v := range l[first:] {
 			at := v.Decode.TS()
@@ -86,6 +93,11 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 			}
 			if v == src || v.Room == t.Room || !v.Decode.End().After(t.TS) {
 				continue
+			}
+			if at.Before(t.TS.Add(-secondSlack)) {
+				if h := held[v.Room]; !h[t.Room] {
+					continue
+				}
 			}
 			order++
 			fd := v.finding()
@@ -115,6 +127,13 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 				// Only a deployment known to run with deferred release off
 				// makes a candidate worth notifying on (MEDIUM: it enters
 				// the affected list); otherwise it stays a LOW lead.
+				if h, ok := held[v.Room]; ok && !h[t.Room] {
+					// The allocator replay gives this request none of the
+					// aborted room's pages under any order: with need_sort
+					// they waited on release_pages past the late write.
+					fd.Confidence *= 0.1
+					fd.Details["replay"] = "aborted room's pages not handed to this request"
+				}
 				fd.Severity = Low
 				if v.ClientSuccess() && fd.Confidence >= 0.25 && a.DeferredRelease == "off" {
 					fd.Severity = Medium
@@ -136,6 +155,50 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 			fd.Details["order_after_abort"] = fmt.Sprint(order)
 			out = append(out, fd)
 		}
+	}
+	return out, nil
+}
+
+// replayedHolders replays the decode allocator (replay.go) for every
+// abort candidate on a node without page events and returns, per
+// candidate room, the rooms that held its pages before it under some
+// event order. A candidate missing from the result could not be replayed.
+func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, lanes map[string][]*Fact) (map[uint64]map[uint64]bool, error) {
+	want := map[uint64]bool{}
+	for _, t := range d.Transfer {
+		if t.Role != "decode" || !t.Failure() || t.Room == 0 || (pr != nil && pr.Nodes[t.Node]) {
+			continue
+		}
+		src := d.ByRoom[t.Room]
+		if src == nil || src.Decode.Served() {
+			continue
+		}
+		rank := t.DPRank
+		if rank < 0 && src.Decode != nil {
+			rank = src.Decode.DPRank
+		}
+		l := lanes[fmt.Sprintf("%s/%d", t.Node, rank)]
+		from := t.TS.Add(-a.Window)
+		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
+		for _, v := range l[first:] {
+			if v.Decode.TS().After(t.TS.Add(a.Window)) {
+				break
+			}
+			if v.Room != 0 && v.Room != t.Room {
+				want[v.Room] = true
+			}
+		}
+	}
+	out := map[uint64]map[uint64]bool{}
+	if len(want) == 0 {
+		return out, nil
+	}
+	rep, err := replayLineage(ctx, d, nil, nil, want)
+	if err != nil {
+		return nil, err
+	}
+	for room, vr := range rep {
+		out[room] = vr.Held
 	}
 	return out, nil
 }

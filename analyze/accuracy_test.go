@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,8 +11,11 @@ import (
 
 type accuracy struct {
 	flagged, high map[string]bool // request keys with any / HIGH per-request finding
+	listed        map[string]bool // MEDIUM or HIGH: enters the affected list
 	received      map[string]bool
 	exposed       map[string]bool
+	exposedTier   map[string]Tier
+	exposedReqs   map[string]Tier // writer request keys on exposed rows, at the row's tier
 	report        *Report
 }
 
@@ -29,13 +33,16 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 			}
 		}
 	}
-	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, report: rep}
+	a := &accuracy{flagged: map[string]bool{}, high: map[string]bool{}, listed: map[string]bool{}, received: map[string]bool{}, exposed: map[string]bool{}, exposedTier: map[string]Tier{}, exposedReqs: map[string]Tier{}, report: rep}
 	for _, x := range rep.Runs {
 		for _, f := range x.Findings {
 			if f.GatewayRequestID == "" {
 				continue
 			}
 			a.flagged[f.GatewayRequestID] = true
+			if f.Severity == High || f.Severity == Medium {
+				a.listed[f.GatewayRequestID] = true
+			}
 			if f.Severity == High {
 				a.high[f.GatewayRequestID] = true
 			}
@@ -47,6 +54,10 @@ func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
 			a.received[row.Tenant] = true
 		case RoleExposed:
 			a.exposed[row.Tenant] = true
+			a.exposedTier[row.Tenant] = row.Tier
+			for _, k := range row.RequestKeys {
+				a.exposedReqs[k] = row.Tier
+			}
 		}
 	}
 	for _, p := range rep.Phases {
@@ -74,4 +85,63 @@ func logGaps(t *testing.T, rep *Report) {
 			}
 		}
 	}
+}
+
+// exposureScore is exposed-tenant recall and precision against the truth,
+// for the rows whose tier is in tiers.
+func exposureScore(a *accuracy, truth []string, tiers ...Tier) (recall, precision float64, n int) {
+	want := map[string]bool{}
+	for _, t := range truth {
+		want[t] = true
+	}
+	hit := 0
+	for tn, tr := range a.exposedTier {
+		if !slices.Contains(tiers, tr) {
+			continue
+		}
+		n++
+		if want[tn] {
+			hit++
+		}
+	}
+	recall, precision = 1, 1
+	if len(want) > 0 {
+		recall = float64(hit) / float64(len(want))
+	}
+	if n > 0 {
+		precision = float64(hit) / float64(n)
+	}
+	return recall, precision, n
+}
+
+// requestExposureScore is the same at request level: the writer requests
+// named on exposed rows against the truth's foreign sources. A row's tier
+// is its tenant's best, so this is an upper bound for lower tiers.
+func requestExposureScore(a *accuracy, tr *simulate.Truth, tiers ...Tier) (recall, precision float64, n int) {
+	want := map[string]bool{}
+	for _, x := range tr.Affected {
+		for _, s := range x.Sources {
+			if s.Tenant != x.Tenant {
+				want[s.RequestID] = true
+			}
+		}
+	}
+	hit := 0
+	for k, t := range a.exposedReqs {
+		if !slices.Contains(tiers, t) {
+			continue
+		}
+		n++
+		if want[k] {
+			hit++
+		}
+	}
+	recall, precision = 1, 1
+	if len(want) > 0 {
+		recall = float64(hit) / float64(len(want))
+	}
+	if n > 0 {
+		precision = float64(hit) / float64(n)
+	}
+	return recall, precision, n
 }

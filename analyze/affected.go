@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ const (
 )
 
 // ReconstructionVersion changes when the folding rules change.
-const ReconstructionVersion = "1"
+const ReconstructionVersion = "2"
 
 // AffectedRow is one line of the notification list.
 type AffectedRow = domain.AffectedRow
@@ -30,6 +31,9 @@ type Reconstruction struct {
 	CaseID  string
 	Created time.Time
 	Rows    []AffectedRow
+	// UpdatedFindings are the victim findings with ForeignTenants and
+	// ForeignRequestKeys filled from this reconstruction.
+	UpdatedFindings []Finding
 }
 
 type victim struct {
@@ -42,7 +46,8 @@ type victim struct {
 	ts         time.Time
 	nodes      []string
 	placeholer bool
-	// sources: request keys (or room:N) with tenant and confidence.
+	evidence   []uint64
+	// sources: request keys (or room:N) with tenant, tier and pages.
 	sources map[string]*source
 }
 
@@ -51,19 +56,38 @@ type source struct {
 	ts                       time.Time
 	conf                     float64
 	findings                 []string
+	tier                     domain.Tier
+	promptTok, outputTok     int64
+	lines                    []uint64
 }
 
+// better keeps the more certain tier (and the larger page counts).
+func (s *source) better(t domain.Tier, prompt, output int64, lines []uint64) {
+	if s.tier == "" || t.Rank() < s.tier.Rank() {
+		s.tier = t
+	}
+	s.promptTok = max(s.promptTok, prompt)
+	s.outputTok = max(s.outputTok, output)
+	s.lines = append(s.lines, lines...)
+}
+
+// windowBefore is how far back the no-replay fallback looks on a victim's
+// decode node and rank for tenants whose data may have been in its pages.
+const windowBefore = 4 * time.Hour
+
 // Reconstruct folds the latest findings into the per-tenant list and
-// stores it. Sources (whose KV a victim read) come from page-level events
-// when the decode node logged them (exact), else from the allocator replay
-// (estimated, confidence scaled down), plus what findings name (aborted
-// rooms, metadata rooms).
+// stores it; the victim findings' foreign tenants and request keys are
+// filled from it (rec.UpdatedFindings) and written back to the findings
+// table. Sources (whose KV a victim read) come from page-level events
+// when the decode node logged them (confirmed), else from the allocator
+// replay (likely / possible), plus what findings name (aborted rooms,
+// metadata rooms).
 func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, error) {
 	fs, err := LatestFindings(ctx, r.DB)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := buildReconstruction(ctx, d, fs)
+	rec, updated, err := buildReconstructionFindings(ctx, d, fs)
 	if err != nil {
 		return nil, err
 	}
@@ -72,18 +96,31 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 	if err := saveAffected(ctx, r.DB, rec); err != nil {
 		return nil, err
 	}
+	rec.UpdatedFindings = updated
+	if err := saveFindingForeign(ctx, r.DB, updated); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 
 func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, error) {
+	rec, _, err := buildReconstructionFindings(ctx, d, fs)
+	return rec, err
+}
+
+// buildReconstructionFindings also returns the victim findings whose
+// foreign tenants / request keys the reconstruction changed.
+func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, []Finding, error) {
 	victims := map[string]*victim{}
 	var ids []string
-	for _, f := range fs {
+	var victimFindings []int
+	for i, f := range fs {
 		minSev, ok := VictimSeverity(f.Analyzer)
 		if !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
 			continue
 		}
 		ids = append(ids, f.ID)
+		victimFindings = append(victimFindings, i)
 		v := victims[f.RequestKey]
 		if v == nil {
 			v = &victim{key: f.RequestKey, fact: d.ByKey[f.RequestKey], tenant: f.Tenant, room: f.Room, ts: f.TS,
@@ -92,6 +129,7 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 		}
 		v.conf = max(v.conf, f.Confidence)
 		v.findings = append(v.findings, f.ID)
+		v.evidence = append(v.evidence, f.Evidence...)
 		v.nodes = append(v.nodes, f.PrefillNode, f.DecodeNode)
 		if f.Analyzer == "rejected_served" || f.Analyzer == "over_threshold" {
 			v.placeholer = true
@@ -113,103 +151,139 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 			}
 			s.conf = max(s.conf, f.Confidence)
 			s.findings = append(s.findings, f.ID)
+			// A room a finding names (the aborted room, the metadata
+			// slot's room) is confirmed when page events showed the read,
+			// else the writer under the finding's own reading.
+			t := domain.Likely
+			if f.Confidence >= 1 {
+				t = domain.Confirmed
+			}
+			s.better(t, 0, 0, f.Evidence)
 		}
 	}
 	pr, err := d.Pages(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	placeholder, want := map[uint64]bool{}, map[uint64]bool{}
 	for _, v := range victims {
 		if v.room == 0 {
 			continue
 		}
+		if decodeNodeOf(v) != "" && pr != nil && pr.Nodes[decodeNodeOf(v)] {
+			continue // exact lineage, no replay needed
+		}
 		want[v.room] = true
 		if v.placeholer {
 			placeholder[v.room] = true
 		}
 	}
-	var est map[uint64]*Estimate
-	if len(want) > 0 {
-		if est, _, err = estimateLineage(ctx, d, placeholder, nil, want); err != nil {
-			return nil, err
-		}
+	est, err := replayLineage(ctx, d, placeholder, nil, want)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Writer rooms -> requests (they may predate the window).
-	lineage := map[uint64]map[uint64]int{} // victim room -> writer room -> pages
-	exact := map[uint64]bool{}
+	type lin struct {
+		tier  domain.Tier
+		src   map[uint64]*SourcePages
+		ps    int
+		lines []uint64
+	}
+	lineage := map[uint64][]lin{}
 	knownLineage := map[uint64]bool{}
 	var writerRooms []uint64
+	var fallback []*victim
 	for _, v := range victims {
 		if v.room == 0 {
+			fallback = append(fallback, v)
 			continue
 		}
-		var src map[uint64]int
-		decodeNode := ""
-		if v.fact != nil && v.fact.Decode != nil {
-			decodeNode = v.fact.Decode.Node
-		}
+		node := decodeNodeOf(v)
 		switch {
-		case pr != nil && pr.Nodes[decodeNode]:
-			exact[v.room], knownLineage[v.room] = true, true
+		case pr != nil && pr.Nodes[node]:
+			knownLineage[v.room] = true
 			if rd := pr.Reads[v.room]; rd != nil {
-				src = rd.Stale
+				src := map[uint64]*SourcePages{}
+				for w, n := range rd.Stale {
+					src[w] = &SourcePages{Prompt: n - rd.StaleOutput[w], Output: rd.StaleOutput[w], Lines: rd.Lines}
+				}
+				lineage[v.room] = append(lineage[v.room], lin{domain.Confirmed, src, pageSizeAt(d, node, v.ts), rd.Lines})
 			}
 		case est[v.room] != nil:
-			src, knownLineage[v.room] = est[v.room].Sources, true
+			e := est[v.room]
+			knownLineage[v.room] = true
+			lineage[v.room] = append(lineage[v.room], lin{domain.Likely, e.Likely, e.PageSize, e.Lines},
+				lin{domain.Possible, e.Possible, e.PageSize, e.Lines})
+		default:
+			fallback = append(fallback, v)
 		}
-		lineage[v.room] = src
-		for w := range src {
-			writerRooms = append(writerRooms, w)
+		for _, l := range lineage[v.room] {
+			for w := range l.src {
+				writerRooms = append(writerRooms, w)
+			}
 		}
 	}
 	owners, err := roomOwners(ctx, d, writerRooms)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, v := range victims {
-		src := lineage[v.room]
-		total := 0
-		for _, n := range src {
-			total += n
+		for _, l := range lineage[v.room] {
+			total := 0
+			for _, n := range l.src {
+				total += n.Prompt + n.Output
+			}
+			for w, n := range l.src {
+				o := owners[w]
+				if o == nil {
+					o = &source{key: "room:" + itoa(w)}
+				}
+				s := v.sources[o.key]
+				if s == nil {
+					cp := *o
+					s = &cp
+					v.sources[o.key] = s
+				}
+				c := v.conf
+				switch l.tier {
+				case domain.Likely:
+					c *= 0.6 + 0.3*float64(n.Prompt+n.Output)/float64(max(total, 1))
+				case domain.Possible:
+					c *= 0.2 + 0.2*float64(n.Prompt+n.Output)/float64(max(total, 1))
+				}
+				s.conf = max(s.conf, c)
+				s.findings = append(s.findings, v.findings...)
+				s.better(l.tier, int64(n.Prompt*l.ps), int64(n.Output*l.ps), append(slices.Clone(l.lines), n.Lines...))
+			}
 		}
-		for w, n := range src {
-			o := owners[w]
-			if o == nil {
-				o = &source{key: "room:" + itoa(w)}
-			}
-			s := v.sources[o.key]
-			if s == nil {
-				cp := *o
-				s = &cp
-				v.sources[o.key] = s
-			}
-			c := v.conf
-			if !exact[v.room] {
-				// Estimated lineage: a writer with a larger share is more
-				// likely to have really been read.
-				c *= 0.5 + 0.4*float64(n)/float64(max(total, 1))
-			}
-			s.conf = max(s.conf, c)
-			s.findings = append(s.findings, v.findings...)
-		}
+	}
+	// No replay possible (no room, no DP rank, no decode boot): every other
+	// tenant served on the same decode node and rank in the hours before.
+	for _, v := range fallback {
+		addWindowSources(d, v)
 	}
 
 	type acc struct {
 		row   AffectedRow
 		reqs  map[string]bool
 		finds map[string]bool
+		cps   map[string]bool
 	}
 	rows := map[string]*acc{}
-	add := func(role domain.Role, tenant, key, model, node string, ts time.Time, conf float64, findings []string, nodes ...string) {
+	add := func(role domain.Role, tier domain.Tier, tenant, key, model, node string, ts time.Time, conf float64,
+		findings []string, counterpart string, prompt, output int64, evidence []uint64, nodes ...string) {
 		if tenant == "" {
 			return
 		}
 		k := string(role) + "\x00" + tenant
 		a := rows[k]
 		if a == nil {
-			a = &acc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{}}
+			a = &acc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{},
+				cps: map[string]bool{}}
 			rows[k] = a
+		}
+		if tier != "" && (a.row.Tier == "" || tier.Rank() < a.row.Tier.Rank()) {
+			a.row.Tier = tier
 		}
 		if !a.reqs[key] {
 			a.reqs[key] = true
@@ -221,6 +295,13 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 				a.row.FindingIDs = append(a.row.FindingIDs, f)
 			}
 		}
+		if counterpart != "" && counterpart != tenant && !a.cps[counterpart] {
+			a.cps[counterpart] = true
+			a.row.Counterparts = append(a.row.Counterparts, counterpart)
+		}
+		a.row.PromptTokens += prompt
+		a.row.OutputTokens += output
+		a.row.Evidence = append(a.row.Evidence, evidence...)
 		if !ts.IsZero() && (a.row.First.IsZero() || ts.Before(a.row.First)) {
 			a.row.First = ts
 		}
@@ -239,14 +320,31 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	foreignOf := map[string][]*source{}
 	for _, k := range keys {
 		v := victims[k]
-		foreign := false
 		known := (v.room != 0 && knownLineage[v.room]) || len(v.sources) > 0
-		for _, s := range v.sources {
-			if s.tenant != "" && s.tenant != v.tenant {
+		foreign := false
+		var counterparts []string
+		skeys := make([]string, 0, len(v.sources))
+		for sk := range v.sources {
+			skeys = append(skeys, sk)
+		}
+		sort.Strings(skeys)
+		for _, sk := range skeys {
+			s := v.sources[sk]
+			if s.tenant == "" || s.tenant == v.tenant {
+				continue
+			}
+			add(RoleExposed, s.tier, s.tenant, s.key, s.model, s.node, s.ts, s.conf, s.findings, v.tenant,
+				s.promptTok, s.outputTok, append(slices.Clone(v.evidence), s.lines...))
+			// With a replayed or exact lineage, only confirmed or likely
+			// writers make the victim's tenant a receiver; without one,
+			// the possible writers are all there is.
+			if s.tier != domain.Possible || !(v.room != 0 && knownLineage[v.room]) {
 				foreign = true
-				add(RoleExposed, s.tenant, s.key, s.model, s.node, s.ts, s.conf, s.findings)
+				counterparts = append(counterparts, s.tenant)
+				foreignOf[k] = append(foreignOf[k], s)
 			}
 		}
 		conf := v.conf
@@ -261,28 +359,108 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 		if v.fact != nil {
 			model = v.fact.Model
 		}
-		add(RoleReceived, v.tenant, v.key, model, "", v.ts, conf, v.findings, v.nodes...)
+		for _, c := range uniqSortedStr(counterparts) {
+			add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, c, 0, 0, v.evidence, v.nodes...)
+		}
+		if len(counterparts) == 0 {
+			add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, "", 0, 0, v.evidence, v.nodes...)
+		}
 	}
 	rec := &Reconstruction{}
 	for _, a := range rows {
 		a.row.Requests = len(a.row.RequestKeys)
 		a.row.Models = uniqSortedStr(a.row.Models)
 		a.row.Nodes = uniqSortedStr(a.row.Nodes)
+		a.row.Counterparts = uniqSortedStr(a.row.Counterparts)
+		a.row.Evidence = uniqSortedU64(a.row.Evidence)
 		sort.Strings(a.row.RequestKeys)
 		sort.Strings(a.row.FindingIDs)
 		a.row.Confidence = clamp01(a.row.Confidence)
 		rec.Rows = append(rec.Rows, a.row)
 	}
 	sort.Slice(rec.Rows, func(i, j int) bool {
-		if rec.Rows[i].Role != rec.Rows[j].Role {
-			return rec.Rows[i].Role.Rank() < rec.Rows[j].Role.Rank() // received first
+		x, y := rec.Rows[i], rec.Rows[j]
+		if x.Role != y.Role {
+			return x.Role.Rank() < y.Role.Rank() // received first
 		}
-		return rec.Rows[i].Tenant < rec.Rows[j].Tenant
+		if x.Tier != y.Tier {
+			return x.Tier.Rank() < y.Tier.Rank() // most certain first
+		}
+		return x.Tenant < y.Tenant
 	})
 	ids = uniqSortedStr(ids)
 	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
 	rec.ID = hex.EncodeToString(h[:12])
-	return rec, nil
+
+	// Fill the victim findings' foreign tenants and request keys (issue:
+	// they were empty for HIGH findings) from the reconstruction.
+	var updated []Finding
+	for _, i := range victimFindings {
+		f := fs[i]
+		var tn, ks []string
+		for _, s := range foreignOf[f.RequestKey] {
+			tn = append(tn, s.tenant)
+			ks = append(ks, s.key)
+		}
+		tn, ks = uniqSortedStr(append(tn, f.ForeignTenants...)), uniqSortedStr(append(ks, f.ForeignRequestKeys...))
+		if slices.Equal(tn, uniqSortedStr(f.ForeignTenants)) && slices.Equal(ks, uniqSortedStr(f.ForeignRequestKeys)) {
+			continue
+		}
+		f.ForeignTenants, f.ForeignRequestKeys = tn, ks
+		updated = append(updated, f)
+	}
+	return rec, updated, nil
+}
+
+func decodeNodeOf(v *victim) string {
+	if v.fact != nil && v.fact.Decode != nil {
+		return v.fact.Decode.Node
+	}
+	return ""
+}
+
+func pageSizeAt(d *Dataset, node string, t time.Time) int {
+	if b := d.Boots.At(node, t); b != nil && b.PageSize > 0 {
+		return int(b.PageSize)
+	}
+	return 1
+}
+
+// addWindowSources is the fallback when no replay is possible: tenants
+// served on the victim's decode node (and DP rank, when known) in the
+// windowBefore before it are possible writers.
+func addWindowSources(d *Dataset, v *victim) {
+	node := decodeNodeOf(v)
+	if node == "" {
+		return
+	}
+	rank := int16(-1)
+	if v.fact.Decode != nil {
+		rank = v.fact.Decode.DPRank
+	}
+	for _, f := range d.Facts {
+		if f.Decode == nil || f.Decode.Node != node || f.Key == v.key || f.Tenant == "" {
+			continue
+		}
+		if rank >= 0 && f.Decode.DPRank >= 0 && f.Decode.DPRank != rank {
+			continue
+		}
+		if f.TS.After(v.ts) || f.TS.Before(v.ts.Add(-windowBefore)) {
+			continue
+		}
+		s := v.sources[f.Key]
+		if s == nil {
+			s = &source{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS, node: node}
+			v.sources[f.Key] = s
+		}
+		s.conf = max(s.conf, v.conf*0.2)
+		s.findings = append(s.findings, v.findings...)
+		var lines []uint64
+		if f.Decode.Recv != nil {
+			lines = append(lines, f.Decode.Recv.Line)
+		}
+		s.better(domain.Possible, 0, 0, lines)
+	}
 }
 
 const roomOwnersSQL = `SELECT bootstrap_room, request_id, tenant, model, ts_ns, decode_endpoint
@@ -323,3 +501,13 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 	}
 	return out, rows.Err()
 }
+
+// Tier aliases domain.Tier for callers of this package.
+type Tier = domain.Tier
+
+// Exposure tiers, most certain first.
+const (
+	Confirmed = domain.Confirmed
+	Likely    = domain.Likely
+	Possible  = domain.Possible
+)

@@ -31,7 +31,7 @@ var sims = map[string]*simCase{}
 
 func simulated(t *testing.T, cfg simulate.Config) (string, *simulate.Truth) {
 	t.Helper()
-	key := fmt.Sprintf("%s/%g/%d", cfg.Scenario, cfg.Scale, cfg.Days)
+	key := fmt.Sprintf("%s/%d/%g/%d/%d/%d", cfg.Scenario, cfg.Seed, cfg.Scale, cfg.Days, cfg.Tenants, cfg.DecodePool)
 	if cfg.PageEvents {
 		key += "/pages"
 	}

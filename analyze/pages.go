@@ -16,8 +16,11 @@ type PageRead struct {
 	RID   string
 	TS    time.Time
 	Pages int
-	// Stale counts read pages per room that last wrote them.
-	Stale map[uint64]int
+	// Stale counts read pages per room that last wrote them; StaleOutput
+	// the part of them the writer wrote after its first write (generated
+	// output rather than its transferred prompt).
+	Stale       map[uint64]int
+	StaleOutput map[uint64]int
 	// Never counts read pages nobody wrote since boot (read as zeros).
 	Never int
 	// Lines: the read line and the last write line of each foreign writer.
@@ -102,6 +105,8 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 		curRank            int16 = -1
 		curBoot            *Boot
 		writer, writerLine []uint64
+		writerOut          []bool
+		wrote              = map[uint64]bool{}
 		prevLine           uint64
 	)
 	for rows.Next() {
@@ -122,17 +127,20 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 		boot := d.Boots.At(node, ts)
 		if node != curNode || rank != curRank || boot != curBoot {
 			curNode, curRank, curBoot = node, rank, boot
-			writer, writerLine = writer[:0], writerLine[:0]
+			writer, writerLine, writerOut = writer[:0], writerLine[:0], writerOut[:0]
+			clear(wrote)
 		}
 		for _, p := range pages {
 			for int(p) >= len(writer) {
-				writer, writerLine = append(writer, 0), append(writerLine, 0)
+				writer, writerLine, writerOut = append(writer, 0), append(writerLine, 0), append(writerOut, false)
 			}
 		}
 		switch event {
 		case "write":
+			out := wrote[room]
+			wrote[room] = true
 			for _, p := range pages {
-				writer[p], writerLine[p] = room, line
+				writer[p], writerLine[p], writerOut[p] = room, line, out
 			}
 		case "read":
 			var r *PageRead
@@ -143,7 +151,7 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 				}
 				if r == nil {
 					r = &PageRead{Node: node, Rank: rank, Room: room, RID: rid, TS: ts, Pages: len(pages),
-						Stale: map[uint64]int{}, Lines: []uint64{line}}
+						Stale: map[uint64]int{}, StaleOutput: map[uint64]int{}, Lines: []uint64{line}}
 				}
 				if w == 0 {
 					r.Never++
@@ -153,6 +161,9 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 					r.Lines = append(r.Lines, writerLine[p])
 				}
 				r.Stale[w]++
+				if writerOut[p] {
+					r.StaleOutput[w]++
+				}
 			}
 			if r != nil {
 				pr.Reads[room] = r

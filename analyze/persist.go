@@ -246,7 +246,8 @@ func LatestFindings(ctx context.Context, db DB) ([]Finding, error) {
 }
 
 const insertAffected = `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts,
- last_ts, models, nodes, confidence, request_keys, finding_ids, created_at)`
+ last_ts, models, nodes, confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens,
+ output_tokens, evidence_line_ids)`
 
 func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 	if len(rec.Rows) == 0 {
@@ -258,7 +259,8 @@ func saveAffected(ctx context.Context, db DB, rec *Reconstruction) error {
 	}
 	for _, a := range rec.Rows {
 		if err := b.Append(rec.ID, rec.CaseID, a.Tenant, string(a.Role), uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
-			nonNil(a.Models), nonNil(a.Nodes), a.Confidence, nonNil(a.RequestKeys), nonNil(a.FindingIDs), rec.Created); err != nil {
+			nonNil(a.Models), nonNil(a.Nodes), a.Confidence, nonNil(a.RequestKeys), nonNil(a.FindingIDs), rec.Created,
+			string(a.Tier), nonNil(a.Counterparts), a.PromptTokens, a.OutputTokens, nonNilU(a.Evidence)); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("append affected row %s/%s: %w", a.Role, a.Tenant, err)
 		}
@@ -276,7 +278,8 @@ const latestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM 
 // a second time: only the latest save is read, and DISTINCT folds two saves
 // made in the same second.
 const affectedSQL = `SELECT DISTINCT reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models,
- nodes, confidence, request_keys, finding_ids, created_at
+ nodes, confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens, output_tokens,
+ evidence_line_ids
 FROM affected
 WHERE reconstruction_id = ? AND created_at = (SELECT max(created_at) FROM affected WHERE reconstruction_id = ?)
 ORDER BY affected_role, tenant`
@@ -314,17 +317,89 @@ func LatestAffected(ctx context.Context, db DB) (*Reconstruction, error) {
 		var a AffectedRow
 		var n uint64
 		var created time.Time
-		var role string
+		var role, tier string
 		if err := rows.Scan(&rec.ID, &rec.CaseID, &a.Tenant, &role, &n, &a.First, &a.Last, &a.Models, &a.Nodes,
-			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created); err != nil {
+			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created, &tier, &a.Counterparts, &a.PromptTokens,
+			&a.OutputTokens, &a.Evidence); err != nil {
 			return nil, fmt.Errorf("scan affected row: %w", err)
 		}
+		a.Tier = domain.Tier(tier)
 		a.Requests = int(n)
 		a.Role = domain.Role(role)
 		a.First, a.Last = a.First.UTC(), a.Last.UTC()
 		rec.Rows = append(rec.Rows, a)
 	}
-	// Received before exposed, whatever the column's text order.
-	sort.SliceStable(rec.Rows, func(i, j int) bool { return rec.Rows[i].Role.Rank() < rec.Rows[j].Role.Rank() })
-	return rec, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Received first, then exposed from the most certain tier down.
+	sort.SliceStable(rec.Rows, func(i, j int) bool {
+		x, y := rec.Rows[i], rec.Rows[j]
+		if x.Role != y.Role {
+			return x.Role.Rank() < y.Role.Rank()
+		}
+		if x.Tier != y.Tier {
+			return x.Tier.Rank() < y.Tier.Rank()
+		}
+		return x.Tenant < y.Tenant
+	})
+	return rec, nil
+}
+
+// clusterDB is implemented by stores that know their cluster: on a cluster
+// the findings rows live in findings_local on every shard.
+type clusterDB interface {
+	Cluster() string
+	Database() string
+}
+
+// saveFindingForeign writes the foreign tenants and request keys the
+// reconstruction found back into the stored victim findings, so every
+// reader of the findings table (the CLI, the UI, exports) sees them. One
+// ALTER ... UPDATE mutation per reconstruction; ClickHouse applies it in
+// the background (18.16 has no synchronous mutations), normally within
+// seconds.
+func saveFindingForeign(ctx context.Context, db DB, fs []Finding) error {
+	table := "findings"
+	if c, ok := db.(clusterDB); ok && c.Cluster() != "" {
+		// ON CLUSTER resolves unqualified names in each server's default
+		// database, so the table is qualified.
+		table = c.Database() + ".findings_local ON CLUSTER " + c.Cluster()
+	}
+	q := "ALTER TABLE " + table + ` UPDATE
+ foreign_tenants = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id)),
+ foreign_request_keys = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id))
+WHERE has(CAST(? AS Array(String)), finding_id)`
+	// Statements stay well under max_query_size (256 KiB by default):
+	// placeholder victims name hundreds of source requests each.
+	const chunkBytes = 96 << 10
+	for len(fs) > 0 {
+		var (
+			ids            []string
+			tenants, keys  [][]string
+			size, consumed int
+		)
+		for _, f := range fs {
+			n := 3 * (len(f.ID) + 4)
+			for _, t := range f.ForeignTenants {
+				n += len(t) + 4
+			}
+			for _, k := range f.ForeignRequestKeys {
+				n += len(k) + 4
+			}
+			if consumed > 0 && size+n > chunkBytes {
+				break
+			}
+			size += n
+			consumed++
+			ids = append(ids, f.ID)
+			tenants = append(tenants, nonNil(f.ForeignTenants))
+			keys = append(keys, nonNil(f.ForeignRequestKeys))
+		}
+		if err := db.Exec(ctx, q, tenants, ids, keys, ids, ids); err != nil {
+			return fmt.Errorf("store foreign tenants of %d findings: %w", len(ids), err)
+		}
+		fs = fs[consumed:]
+	}
+	return nil
 }

@@ -1,243 +1,760 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Allocator replay: without page-level events, a decode rank's page
-// contents are estimated by replaying its allocator from the engine's own
-// lines. SGLang's paged allocator keeps free pages sorted in PD mode and
-// hands out the lowest ones first; a request reserves ceil((prompt +
-// output)/page_size) pages when decode receives it and releases them when
-// it finishes. A normal request writes all its pages; a placeholder
-// request (§c1) writes only its first page and its output; a request
-// aborted mid-transfer writes nothing of its own.
+// contents are estimated by replaying its KV allocator from the engine's
+// own Receive/Finish lines, one lane (decode node, DP rank, boot) at a
+// time. The semantics are SGLang's PagedTokenToKVPoolAllocator as read
+// from its source (docs/analyzers.md, "Exposure"):
+//
+//   - free_pages is an ordered list, allocations take its head;
+//   - with need_sort (0.4.10-0.5.1 always; 0.5.2+ when the disaggregation
+//     mode is prefill or decode) freed pages wait on release_pages and are
+//     merged into free_pages, sorted, only when an allocation finds
+//     free_pages short: alloc_extend when tokens/page_size + bs + 1 >
+//     len(free_pages), alloc_decode when bs > len(free_pages);
+//   - without it (before 0.4.10, or non-PD) freed pages go to the front;
+//   - decode preallocates the prompt's pages when it takes the request and
+//     one more page each time generation crosses a page boundary; all of
+//     the request's pages are freed at finish, abort or transfer failure.
+//
+// The logs do not fix every order: lines of the same second (second-granular
+// log styles) are replayed both ways, and a victim's possible writers are
+// the union over both replays plus the pages next to its allocation in the
+// free list (growth times are interpolated between Receive and Finish).
+// Writers found under every order are "likely"; the rest "possible".
 
-// estRequest is one decode-side request in the replay.
-type estRequest struct {
+// replaySlack is how many free-list positions either side of a victim's
+// allocation count as possible: decode growth is placed by interpolating
+// between Receive and Finish, which can shift the victim's position by a
+// few pages.
+const replaySlack = 8
+
+// waitingTimeout is how long a decode request waits for KV before SGLang
+// fails it (SGLANG_DISAGGREGATION_WAITING_TIMEOUT, 300 s by default).
+const waitingTimeout = 300 * time.Second
+
+// rreq is one decode-side request in a lane.
+type rreq struct {
 	room        uint64
-	node        string
-	rank        int16
-	alloc       time.Time
-	free        time.Time
-	pages       int
-	promptPgs   int
-	ownWrites   bool // false: aborted before its KV landed
+	rid         string
+	recv, fin   time.Time
+	prompt      int
+	completion  int
+	finished    bool
+	ownWrites   bool
 	placeholder bool
+	lines       []uint64
+	growth      int // decode pages the replay will add
 }
 
-// Estimate is the estimated lineage of one request's reserved pages.
-type Estimate struct {
-	Room  uint64
-	Pages int
-	// Sources: estimated last writer room -> pages of the prompt range.
-	Sources map[uint64]int
-	Never   int
+// SourcePages is what one writer room had last written in pages a victim
+// read: prompt pages (its transferred KV) and output pages (decode growth).
+type SourcePages struct {
+	Prompt, Output int
+	Lines          []uint64
+}
+
+// VictimReplay is the replayed lineage of one victim's prompt pages.
+type VictimReplay struct {
+	Room     uint64
+	Node     string
+	Rank     int16
+	Boot     string
+	PageSize int
+	// Likely: writers under every replayed order; Possible: writers under
+	// some order or next to the victim's pages in the free list.
+	Likely   map[uint64]*SourcePages
+	Possible map[uint64]*SourcePages
+	// Uncertain names what weakens the replay (same-second orders, unknown
+	// output lengths, completeness gaps).
+	Uncertain []string
+	Lines     []uint64
+	// Held: rooms that held one of the pages the victim was given (or the
+	// next pages in the free list) before it, under some order. A room
+	// that wrote nothing of its own (aborted mid-transfer) appears here
+	// and not among the writers.
+	Held map[uint64]bool
 }
 
 const decodeEventsSQL = `SELECT node, event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id
 FROM engine_events
 WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished')
-ORDER BY ts_ns, line_id`
+ORDER BY node, ts_ns, line_id`
 
-// estimateLineage replays every decode rank from replayStart to the window
-// end and returns the estimated lineage of the requested rooms.
-func estimateLineage(ctx context.Context, d *Dataset, placeholder, noWrite map[uint64]bool, want map[uint64]bool) (map[uint64]*Estimate, map[uint64]*estRequest, error) {
+// needSort says whether a boot's allocator sorts released pages (see the
+// package comment above and docs/analyzers.md for the versions).
+func needSort(b *Boot) bool {
+	v := parseVersion(b.Version)
+	switch {
+	case v == [3]int{}:
+		return true // unknown version: the PD default of every recent release
+	case less(v, [3]int{0, 4, 10}):
+		return false
+	case less(v, [3]int{0, 5, 2}):
+		return true
+	}
+	m := strings.ToLower(b.Mode)
+	return m == "decode" || m == "prefill" || b.Role == "decode" || b.Role == "prefill"
+}
+
+func parseVersion(s string) [3]int {
+	var v [3]int
+	s = strings.TrimPrefix(strings.TrimSpace(s), "v")
+	for i, p := range strings.SplitN(s, ".", 3) {
+		n := 0
+		for _, c := range p {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		v[i] = n
+	}
+	return v
+}
+
+func less(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// replayLineage replays every decode lane from replayStart to the window
+// end and returns the lineage of the wanted victim rooms. Lines arrive
+// ordered by node; a node's lanes are replayed when its lines end, so
+// memory holds one node's requests at a time.
+func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
+	out := map[uint64]*VictimReplay{}
+	if len(want) == 0 {
+		return out, nil
+	}
 	rows, err := d.DB.Query(ctx, decodeEventsSQL, unix(d.replayStart()), unix(d.Window.To.Add(d.Cfg.LinkMargin)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("load decode events for replay: %w", err)
+		return nil, fmt.Errorf("load decode events for replay: %w", err)
 	}
 	defer rows.Close()
-	reqs := map[string]*estRequest{}
-	byRoom := map[uint64]*estRequest{}
-	seen := map[uint64]bool{}
+	var (
+		cur   string
+		reqs  map[string]*rreq
+		order []*rreq
+		seen  = map[uint64]bool{}
+	)
+	flush := func() {
+		if len(order) > 0 {
+			replayNode(d, cur, order, placeholder, noWrite, want, out)
+		}
+		reqs, order = map[string]*rreq{}, nil
+		clear(seen)
+	}
+	reqs = map[string]*rreq{}
 	for rows.Next() {
 		var (
 			node, event, rid, fin string
 			room, ns, p, c, line  uint64
 		)
 		if err := rows.Scan(&node, &event, &rid, &room, &ns, &p, &c, &fin, &line); err != nil {
-			return nil, nil, fmt.Errorf("scan decode event: %w", err)
+			return nil, fmt.Errorf("scan decode event: %w", err)
+		}
+		if node != cur {
+			flush()
+			cur = node
 		}
 		if seen[line] || room == 0 {
 			continue
 		}
 		seen[line] = true
 		ts := time.Unix(0, int64(ns)).UTC()
-		k := nodeRID(node, rid)
-		r := reqs[k]
+		r := reqs[rid]
 		if r == nil {
-			r = &estRequest{room: room, node: node, rank: -1, ownWrites: true}
-			reqs[k] = r
-			byRoom[room] = r
+			r = &rreq{room: room, rid: rid, ownWrites: true}
+			reqs[rid] = r
+			order = append(order, r)
 		}
+		r.lines = append(r.lines, line)
 		switch event {
 		case "received":
-			if r.alloc.IsZero() {
-				r.alloc = ts
+			if r.recv.IsZero() {
+				r.recv = ts
+				r.prompt = int(p)
 			}
 		case "finished":
-			r.free = ts
-			b := d.Boots.At(node, ts)
-			ps := uint64(64)
-			if b != nil && b.PageSize > 0 {
-				ps = b.PageSize
+			r.fin, r.finished = ts, true
+			if p > 0 {
+				r.prompt = int(p)
 			}
-			r.pages = int((p + c + ps - 1) / ps)
-			r.promptPgs = int((p + ps - 1) / ps)
+			r.completion = int(c)
 			if fin == "abort" && c == 0 {
 				r.ownWrites = false
 			}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("read decode events: %w", err)
+		return nil, fmt.Errorf("read decode events: %w", err)
 	}
-	type evt struct {
-		at    time.Time
-		alloc bool
-		r     *estRequest
-	}
-	lanes := map[string][]evt{}
+	flush()
+	return out, nil
+}
+
+type laneID struct {
+	rank int16
+	boot *Boot
+}
+
+// replayNode splits one node's requests into lanes and replays those that
+// hold a wanted victim.
+func replayNode(d *Dataset, node string, reqs []*rreq, placeholder, noWrite, want map[uint64]bool, out map[uint64]*VictimReplay) {
+	lanes := map[laneID][]*rreq{}
+	hasVictim := map[laneID]bool{}
 	for _, r := range reqs {
-		if r.alloc.IsZero() || r.pages == 0 {
+		if r.recv.IsZero() {
 			continue
 		}
-		b := d.Boots.At(r.node, r.alloc)
-		if b == nil || !b.FollowsRoom() {
-			continue
+		b := d.Boots.At(node, r.recv)
+		if b == nil || !b.FollowsRoom() || b.DPSize == 0 {
+			continue // no DP rank: the caller falls back to the node window
 		}
-		r.rank = int16(r.room % b.DPSize)
+		id := laneID{int16(r.room % b.DPSize), b}
 		r.placeholder = placeholder[r.room]
 		if noWrite[r.room] {
 			r.ownWrites = false
 		}
-		if r.free.IsZero() || r.free.Before(r.alloc) {
-			r.free = r.alloc.Add(10 * time.Minute)
-		}
-		lane := fmt.Sprintf("%s/%d/%s", r.node, r.rank, b.ID)
-		lanes[lane] = append(lanes[lane], evt{r.alloc, true, r}, evt{r.free, false, r})
-	}
-	out := map[uint64]*Estimate{}
-	names := make([]string, 0, len(lanes))
-	for n := range lanes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		evs := lanes[name]
-		// Frees before allocations at the same instant (second-granular
-		// logs): pages released in that second are reused first.
-		sort.Slice(evs, func(i, j int) bool {
-			if !evs[i].at.Equal(evs[j].at) {
-				return evs[i].at.Before(evs[j].at)
-			}
-			if evs[i].alloc != evs[j].alloc {
-				return !evs[i].alloc
-			}
-			return evs[i].r.room < evs[j].r.room
-		})
-		first := evs[0].r
-		b := d.Boots.At(first.node, first.alloc)
-		npages := int(b.MaxTotalTokens / max(b.PageSize, 1))
-		if npages <= 0 {
-			continue
-		}
-		pool := newEstPool(npages)
-		held := map[*estRequest][]int32{}
-		for _, e := range evs {
-			r := e.r
-			if !e.alloc {
-				if pg, ok := held[r]; ok {
-					pool.release(pg)
-					delete(held, r)
-				}
-				continue
-			}
-			pg := pool.alloc(r.pages)
-			if pg == nil {
-				continue
-			}
-			held[r] = pg
-			if want[r.room] {
-				est := &Estimate{Room: r.room, Pages: len(pg), Sources: map[uint64]int{}}
-				lo := 0
-				if r.placeholder {
-					lo = 1
-				}
-				for _, p := range pg[lo:min(r.promptPgs, len(pg))] {
-					if w := pool.writer[p]; w == 0 {
-						est.Never++
-					} else if w != r.room {
-						est.Sources[w]++
-					}
-				}
-				out[r.room] = est
-			}
-			switch {
-			case !r.ownWrites:
-			case r.placeholder:
-				pool.write(pg[:1], r.room)
-				pool.write(pg[min(r.promptPgs, len(pg)):], r.room)
-			default:
-				pool.write(pg, r.room)
-			}
+		lanes[id] = append(lanes[id], r)
+		if want[r.room] {
+			hasVictim[id] = true
 		}
 	}
-	return out, byRoom, nil
+	ids := make([]laneID, 0, len(lanes))
+	for id := range lanes {
+		if hasVictim[id] {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].boot.At != ids[j].boot.At {
+			return ids[i].boot.At.Before(ids[j].boot.At)
+		}
+		return ids[i].rank < ids[j].rank
+	})
+	for _, id := range ids {
+		replayLane(d, node, id, lanes[id], want, out)
+	}
 }
 
-// estPool is a lowest-first page allocator (page 0 is SGLang's reserved
-// padding page). simulate/allocator.go models the same allocator; the two
-// are kept apart on purpose: this is the analyzer's own reading of SGLang's
-// behaviour, and sharing code with the simulator would let one mistake
-// make the accuracy tests agree with themselves.
-type estPool struct {
-	free   []uint64
-	nfree  int
-	writer []uint64
+// op is one allocator operation of a lane.
+type op struct {
+	at   int64
+	kind uint8 // opPrealloc, opGrow, opFree
+	r    *rreq
+	line uint64
 }
 
-func newEstPool(n int) *estPool {
-	p := &estPool{free: make([]uint64, (n+1+63)/64), writer: make([]uint64, n+1), nfree: n}
-	for i := 1; i <= n; i++ {
-		p.free[i>>6] |= 1 << (uint(i) & 63)
+const (
+	opPrealloc uint8 = iota
+	opGrow
+	opFree
+)
+
+func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint64]bool, out map[uint64]*VictimReplay) {
+	b := id.boot
+	ps := int(b.PageSize)
+	if ps <= 0 {
+		ps = 1
+	}
+	npages := int(b.MaxTotalTokens) / ps
+	if npages <= 0 {
+		return
+	}
+	end := d.Window.To.Add(d.Cfg.LinkMargin)
+	if e := b.End(); !e.IsZero() && e.Before(end) {
+		end = e
+	}
+	var ops []op
+	coarse := true
+	unknown := 0
+	for _, r := range reqs {
+		if r.recv.UnixNano()%int64(time.Second) != 0 {
+			coarse = false
+		}
+		recvLine := r.lines[0]
+		ops = append(ops, op{r.recv.UnixNano(), opPrealloc, r, recvLine})
+		fin := r.fin
+		if !r.finished || fin.Before(r.recv) {
+			unknown++
+			fin = end // unknown output length: holds its pages to the end
+		}
+		if r.finished && r.ownWrites && r.completion >= 2 {
+			// Token i (the first comes with the transfer) is fed at step i
+			// and occupies position prompt+i-1; a page is allocated when
+			// that position starts a page. Step times are interpolated.
+			dur := fin.Sub(r.recv).Nanoseconds()
+			last := r.prompt + r.completion - 2
+			r.growth = 0
+			for pos := (r.prompt + ps - 1) / ps * ps; pos <= last; pos += ps {
+				r.growth++
+				i := pos - r.prompt + 1
+				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), opGrow, r, recvLine})
+			}
+		}
+		if r.finished {
+			ops = append(ops, op{fin.UnixNano(), opFree, r, r.lines[len(r.lines)-1]})
+		}
+	}
+	// Nothing after the last wanted request's Finish changes what it was
+	// given: the lane is replayed up to there (plus a second for the
+	// reversed same-second order).
+	var cutoff int64
+	for _, r := range reqs {
+		if want[r.room] {
+			t := end.UnixNano()
+			if r.finished && !r.fin.Before(r.recv) {
+				t = r.fin.UnixNano()
+			}
+			cutoff = max(cutoff, t+int64(time.Second))
+		}
+	}
+	ops = slices.DeleteFunc(ops, func(o op) bool { return o.at > cutoff })
+	variants := [][]op{ops}
+	if coarse {
+		// Second-granular lines: the order inside a second is unknown.
+		alt := slices.Clone(ops)
+		variants = append(variants, alt)
+	}
+	sortOps(variants[0], false)
+	if len(variants) > 1 {
+		sortOps(variants[1], true)
+	}
+	results := make([]map[uint64]*VictimReplay, len(variants))
+	for i, v := range variants {
+		results[i] = runLane(v, npages, ps, needSort(b), want)
+	}
+	gapped := func(t time.Time) bool {
+		for _, g := range d.Gaps {
+			if g.Node == node && g.To.After(t.Add(-4*time.Hour)) && g.From.Before(t) {
+				return true
+			}
+		}
+		return false
+	}
+	for room, first := range results[0] {
+		vr := &VictimReplay{Room: room, Node: node, Rank: id.rank, Boot: b.ID, PageSize: ps,
+			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines,
+			Held: map[uint64]bool{}}
+		for _, res := range results {
+			if r := res[room]; r != nil {
+				for h := range r.Held {
+					vr.Held[h] = true
+				}
+			}
+		}
+		inAll := func(w uint64) bool {
+			for _, res := range results {
+				if r := res[room]; r == nil || r.Likely[w] == nil {
+					return false
+				}
+			}
+			return true
+		}
+		for _, res := range results {
+			r := res[room]
+			if r == nil {
+				continue
+			}
+			for w, s := range r.Likely {
+				dst := vr.Possible
+				if inAll(w) {
+					dst = vr.Likely
+				}
+				mergeSource(dst, w, s)
+			}
+			for w, s := range r.Possible {
+				if vr.Likely[w] == nil && !inAll(w) {
+					mergeSource(vr.Possible, w, s)
+				}
+			}
+		}
+		for w := range vr.Likely {
+			delete(vr.Possible, w)
+		}
+		if coarse {
+			vr.Uncertain = append(vr.Uncertain, "same-second lines replayed in both orders")
+		}
+		if unknown > 0 {
+			vr.Uncertain = append(vr.Uncertain, strconv.Itoa(unknown)+" requests without a Finish line in the lane")
+		}
+		if t := victimRecv(reqs, room); gapped(t) {
+			// A completeness gap before the read: requests may be missing
+			// from the replay, so no writer is more than possible.
+			vr.Uncertain = append(vr.Uncertain, "completeness gap on the node in the 4 h before the read")
+			for w, s := range vr.Likely {
+				mergeSource(vr.Possible, w, s)
+			}
+			clear(vr.Likely)
+		}
+		out[room] = vr
+	}
+}
+
+func victimRecv(reqs []*rreq, room uint64) time.Time {
+	for _, r := range reqs {
+		if r.room == room {
+			return r.recv
+		}
+	}
+	return time.Time{}
+}
+
+func mergeSource(m map[uint64]*SourcePages, w uint64, s *SourcePages) {
+	d := m[w]
+	if d == nil {
+		d = &SourcePages{}
+		m[w] = d
+	}
+	d.Prompt = max(d.Prompt, s.Prompt)
+	d.Output = max(d.Output, s.Output)
+	for _, l := range s.Lines {
+		if !slices.Contains(d.Lines, l) {
+			d.Lines = append(d.Lines, l)
+		}
+	}
+}
+
+// sortOps orders a lane's operations by time; inside one instant (one log
+// second when lines are second-granular) frees come first and lines in
+// file order, or, reversed, allocations first and lines in reverse order.
+func sortOps(ops []op, reversed bool) {
+	slices.SortStableFunc(ops, func(a, b op) int {
+		ta, tb := a.at, b.at
+		if reversed {
+			ta, tb = ta/int64(time.Second), tb/int64(time.Second)
+		}
+		if ta != tb {
+			return cmp.Compare(ta, tb)
+		}
+		if a.kind != b.kind {
+			if reversed {
+				return cmp.Compare(a.kind, b.kind)
+			}
+			return cmp.Compare(b.kind, a.kind)
+		}
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		if reversed {
+			return cmp.Compare(b.line, a.line)
+		}
+		return cmp.Compare(a.line, b.line)
+	})
+}
+
+// lanePool is the replay's own model of one rank's allocator (written from
+// SGLang's source, independently of simulate/allocator.go, so that the two
+// cannot agree on a shared mistake).
+//
+// With need_sort, free_pages is always sorted: a merge sorts it and
+// allocations only take its head. So it is the set of free pages not on
+// release_pages, handed out lowest first — a bitset, where a merge is
+// setting the released pages' bits (no sort of the whole pool). Without
+// need_sort, free_pages is a list with freed pages put in front, stored
+// reversed (head last) so that both ends are appends and truncations.
+type lanePool struct {
+	ps       int
+	needSort bool
+	bits     []uint64 // need_sort: free_pages as a set
+	nbits    int
+	lo       int      // lowest word that may hold a set bit
+	list     []int32  // no need_sort: free_pages, reversed (head last)
+	released []int32  // release_pages (need_sort)
+	writer   []uint64 // room that last wrote the page, 0 = never
+	out      []bool   // that write was generated output
+	line     []uint64 // the writer's line that put it there
+	prevW    []uint64 // writer before the current holder wrote
+	prevOut  []bool
+	prevLine []uint64
+	holder   []uint64 // room the page was last handed to
+	held     map[*rreq][]int32
+}
+
+func newLanePool(n, ps int, sorted bool) *lanePool {
+	p := &lanePool{ps: ps, needSort: sorted, held: map[*rreq][]int32{},
+		writer: make([]uint64, n+1), out: make([]bool, n+1), line: make([]uint64, n+1),
+		prevW: make([]uint64, n+1), prevOut: make([]bool, n+1), prevLine: make([]uint64, n+1), holder: make([]uint64, n+1)}
+	if sorted {
+		p.bits = make([]uint64, (n+1+63)/64)
+		for i := 1; i <= n; i++ {
+			p.bits[i>>6] |= 1 << (uint(i) & 63)
+		}
+		p.nbits = n
+		return p
+	}
+	p.list = make([]int32, n)
+	for i := range p.list {
+		p.list[i] = int32(n - i)
 	}
 	return p
 }
 
-func (p *estPool) alloc(n int) []int32 {
-	if n <= 0 || n > p.nfree {
-		return nil
+// nfree is len(free_pages).
+func (p *lanePool) nfree() int {
+	if p.needSort {
+		return p.nbits
 	}
-	out := make([]int32, 0, n)
-	for w := 0; w < len(p.free) && len(out) < n; w++ {
-		for p.free[w] != 0 && len(out) < n {
-			b := bits.TrailingZeros64(p.free[w])
-			p.free[w] &^= 1 << uint(b)
+	return len(p.list)
+}
+
+// next returns up to k pages from the head of free_pages, head first,
+// removing them when take is set.
+func (p *lanePool) next(k int, take bool) []int32 {
+	k = min(k, p.nfree())
+	out := make([]int32, 0, k)
+	if !p.needSort {
+		for i := 0; i < k; i++ {
+			out = append(out, p.list[len(p.list)-1-i])
+		}
+		if take {
+			p.list = p.list[:len(p.list)-k]
+		}
+		return out
+	}
+	for w := p.lo; w < len(p.bits) && len(out) < k; w++ {
+		word := p.bits[w]
+		for word != 0 && len(out) < k {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << uint(b)
 			out = append(out, int32(w*64+b))
 		}
+		if take {
+			p.bits[w] = word
+			if word == 0 {
+				p.lo = w + 1
+			}
+		}
 	}
-	p.nfree -= n
+	if take {
+		p.nbits -= len(out)
+	}
 	return out
 }
 
-func (p *estPool) release(pages []int32) {
-	for _, pg := range pages {
-		w, b := pg>>6, uint(pg)&63
-		if p.free[w]&(1<<b) == 0 {
-			p.free[w] |= 1 << b
-			p.nfree++
+// mergeReleased is merge_and_sort_free: free_pages becomes the sorted union.
+func (p *lanePool) mergeReleased() {
+	for _, pg := range p.released {
+		w := int(pg >> 6)
+		if p.bits[w]&(1<<(uint(pg)&63)) == 0 {
+			p.bits[w] |= 1 << (uint(pg) & 63)
+			p.nbits++
 		}
+		p.lo = min(p.lo, w)
+	}
+	p.released = p.released[:0]
+}
+
+func (p *lanePool) take(n int, short bool) []int32 {
+	if p.needSort && short {
+		p.mergeReleased()
+	}
+	if p.needSort && n > p.nfree() && p.nfree()+len(p.released) >= n {
+		// The prealloc queue waits for available_size(); by the time the
+		// request is taken the pages have been merged.
+		p.mergeReleased()
+	}
+	if n <= 0 || n > p.nfree() {
+		return nil
+	}
+	return p.next(n, true)
+}
+
+func (p *lanePool) write(pages []int32, room uint64, output bool, line uint64) {
+	for _, pg := range pages {
+		p.prevW[pg], p.prevOut[pg], p.prevLine[pg] = p.writer[pg], p.out[pg], p.line[pg]
+		p.writer[pg], p.out[pg], p.line[pg] = room, output, line
 	}
 }
 
-func (p *estPool) write(pages []int32, room uint64) {
-	for _, pg := range pages {
-		p.writer[pg] = room
+// release is free(): unique pages onto release_pages (need_sort), or in
+// front of free_pages, lowest first.
+func (p *lanePool) release(pages []int32) {
+	u := slices.Clone(pages)
+	slices.Sort(u)
+	u = slices.Compact(u)
+	if p.needSort {
+		p.released = append(p.released, u...)
+		return
+	}
+	for i := len(u) - 1; i >= 0; i-- {
+		p.list = append(p.list, u[i])
+	}
+}
+
+// runLane replays one order of a lane and returns, per wanted room, the
+// writers of its prompt pages (Likely) and of the free-list neighbours
+// (Possible).
+func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
+	p := newLanePool(npages, ps, sorted)
+	res := map[uint64]*VictimReplay{}
+	running := 0
+	// The prealloc queue: a request whose prompt does not fit waits, in
+	// arrival order, until frees make room (decode.py pop_preallocated).
+	var queue []op
+	var retry func()
+	var step func(o op) bool
+	retry = func() {
+		queue = slices.DeleteFunc(queue, func(q op) bool { return step(q) })
+	}
+	step = func(o op) bool {
+		r := o.r
+		switch o.kind {
+		case opPrealloc:
+			n := (r.prompt + ps - 1) / ps
+			if n > p.nfree()+len(p.released) {
+				return false
+			}
+			pg := p.take(n, r.prompt/ps+2 > p.nfree())
+			if pg == nil {
+				return false
+			}
+			var prevHolders []uint64
+			if want[r.room] {
+				for _, q := range pg {
+					prevHolders = append(prevHolders, p.holder[q])
+				}
+				for _, q := range p.next(replaySlack, false) {
+					prevHolders = append(prevHolders, p.holder[q])
+				}
+			}
+			for _, q := range pg {
+				p.holder[q] = r.room
+			}
+			if r.growth > 0 {
+				// Room for the decode pages, so growth does not reallocate.
+				pg = append(make([]int32, 0, len(pg)+r.growth), pg...)
+			}
+			p.held[r] = pg
+			running++
+			if want[r.room] {
+				vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
+					Lines: []uint64{o.line}, Held: map[uint64]bool{}}
+				for _, h := range prevHolders {
+					if h != 0 && h != r.room {
+						vr.Held[h] = true
+					}
+				}
+				lo := 0
+				if r.placeholder {
+					lo = 1
+				}
+				for _, q := range pg[min(lo, len(pg)):] {
+					addWriter(vr.Likely, p.writer[q], p.out[q], p.line[q], r.room)
+				}
+				// The next pages in the free list: the victim's under a
+				// slightly later position.
+				for _, q := range p.next(replaySlack, false) {
+					addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], r.room)
+				}
+				res[r.room] = vr
+			}
+			switch {
+			case !r.ownWrites:
+			case r.placeholder:
+				p.write(pg[:1], r.room, false, o.line)
+			default:
+				p.write(pg, r.room, false, o.line)
+			}
+			if want[r.room] {
+				// Pages handed out just before the victim could have been
+				// its own under a slightly different order.
+				markRecentNeighbours(p, res[r.room], r.room, pg)
+			}
+		case opGrow:
+			pg := p.held[r]
+			if pg == nil {
+				return true
+			}
+			np := p.take(1, max(running, 1) > p.nfree())
+			if np == nil {
+				return true
+			}
+			if vr := res[r.room]; vr != nil && p.holder[np[0]] != 0 && p.holder[np[0]] != r.room {
+				vr.Held[p.holder[np[0]]] = true
+			}
+			p.holder[np[0]] = r.room
+			p.held[r] = append(pg, np...)
+			p.write(np, r.room, true, o.line)
+		case opFree:
+			if pg, ok := p.held[r]; ok {
+				p.release(pg)
+				delete(p.held, r)
+				running--
+			}
+		}
+		return true
+	}
+	for _, o := range ops {
+		if o.kind == opFree {
+			// A request still queued when it finishes (aborted while
+			// waiting) never got pages.
+			queue = slices.DeleteFunc(queue, func(q op) bool { return q.r == o.r })
+		}
+		// Queued requests that never got pages are dropped after the
+		// disaggregation waiting timeout (300 s, the KVPoll timeout).
+		queue = slices.DeleteFunc(queue, func(q op) bool { return o.at-q.at > int64(waitingTimeout) })
+		if o.kind == opPrealloc && (o.r.prompt+ps-1)/ps > npages {
+			continue // can never fit
+		}
+		if !step(o) {
+			queue = append(queue, o)
+			continue
+		}
+		if o.kind == opFree {
+			retry()
+		}
+	}
+	return res
+}
+
+// markRecentNeighbours adds, as possible writers, what the pages just
+// below the victim's first page held before and after their latest write:
+// under a slightly different order they could have been the victim's.
+func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own []int32) {
+	if len(own) == 0 {
+		return
+	}
+	lo := own[0]
+	for q := max(int32(1), lo-replaySlack); q < lo; q++ {
+		addWriter(vr.Possible, p.prevW[q], p.prevOut[q], p.prevLine[q], victim)
+		addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], victim)
+	}
+}
+
+func addWriter(m map[uint64]*SourcePages, w uint64, output bool, line uint64, self uint64) {
+	if w == 0 || w == self {
+		return
+	}
+	s := m[w]
+	if s == nil {
+		s = &SourcePages{}
+		m[w] = s
+	}
+	if output {
+		s.Output++
+	} else {
+		s.Prompt++
+	}
+	if line != 0 && !slices.Contains(s.Lines, line) {
+		s.Lines = append(s.Lines, line)
 	}
 }

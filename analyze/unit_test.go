@@ -66,48 +66,70 @@ func TestTheilSen(t *testing.T) {
 // TestEstPoolTurnover: the replayed allocator hands out the lowest free
 // pages first, so a freed range is what the next request gets: the
 // mechanism behind both the placeholder's stale pages and abort reuse.
-func TestEstPoolTurnover(t *testing.T) {
+func TestLanePoolFollowsSGLang(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		steps func(p *estPool) []int32
-		want  []int32
+		name   string
+		sorted bool
+		steps  func(p *lanePool) []int32
+		want   []int32
 	}{
-		{"fresh pool skips padding page 0", func(p *estPool) []int32 { return p.alloc(3) }, []int32{1, 2, 3}},
-		{"freed low pages are reused first", func(p *estPool) []int32 {
-			a := p.alloc(4)
-			p.alloc(2)
+		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false) }, []int32{1, 2, 3}},
+		{"need_sort: freed pages wait until free_pages is short", true, func(p *lanePool) []int32 {
+			a := p.take(4, false)
+			p.take(2, false)
 			p.release(a[:2])
-			return p.alloc(3)
+			return p.take(3, false)
+		}, []int32{7, 8, 9}},
+		{"need_sort: a short allocation merges and sorts", true, func(p *lanePool) []int32 {
+			a := p.take(4, false)
+			p.take(2, false)
+			p.release(a[:2])
+			return p.take(3, true)
 		}, []int32{1, 2, 7}},
-		{"over capacity returns nil", func(p *estPool) []int32 { return p.alloc(100) }, nil},
-		{"double release is ignored", func(p *estPool) []int32 {
-			a := p.alloc(2)
-			p.release(a)
-			p.release(a)
-			return p.alloc(10)
-		}, []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"no sort: freed pages go to the front", false, func(p *lanePool) []int32 {
+			a := p.take(4, false)
+			p.take(2, false)
+			p.release(a[:2])
+			return p.take(3, false)
+		}, []int32{1, 2, 7}},
+		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true) }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.steps(newEstPool(10)); !slices.Equal(got, tc.want) {
+			if got := tc.steps(newLanePool(10, 1, tc.sorted)); !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
-	// Last writer survives until a later allocation reaches the page.
-	p := newEstPool(10)
-	a := p.alloc(5)
-	p.write(a, 111)
-	p.release(a)
-	b := p.alloc(2)
-	p.write(b, 222)
-	p.release(b)
-	c := p.alloc(5)
-	var writers []uint64
-	for _, pg := range c {
-		writers = append(writers, p.writer[pg])
+}
+
+// TestRunLaneWriters: a victim preallocated after a merge reads the pages
+// the earliest finished requests wrote; a later writer whose pages wait on
+// release_pages is not its writer.
+func TestRunLaneWriters(t *testing.T) {
+	at := func(s int) int64 { return int64(s) * int64(time.Second) }
+	a := &rreq{room: 11, prompt: 4, ownWrites: true}
+	b := &rreq{room: 22, prompt: 4, ownWrites: true}
+	c := &rreq{room: 33, prompt: 2, ownWrites: true}
+	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true}
+	ops := []op{
+		{at(1), opPrealloc, a, 1}, {at(2), opPrealloc, b, 2}, {at(3), opFree, a, 3},
+		{at(4), opPrealloc, c, 4}, {at(5), opFree, b, 5}, {at(6), opFree, c, 6},
+		// 10 pages: 8 + 2 held/freed, 2 free left; 4/1+2 > 2 merges.
+		{at(7), opPrealloc, v, 7},
 	}
-	if want := []uint64{222, 222, 111, 111, 111}; !slices.Equal(writers, want) {
-		t.Errorf("writers of reused pages = %v, want %v", writers, want)
+	res := runLane(ops, 10, 1, true, map[uint64]bool{99: true})
+	got := res[99]
+	if got == nil {
+		t.Fatal("no replay for the victim")
+	}
+	// c merged a's pages and took 1,2; the victim's merge gives it 1..4,
+	// whose first page is its own placeholder write: 2 was c's, 3,4 a's.
+	// b's pages 5..8 are next in the list: possible.
+	if len(got.Likely) != 2 || got.Likely[11] == nil || got.Likely[11].Prompt != 2 || got.Likely[33] == nil || got.Likely[33].Prompt != 1 {
+		t.Errorf("likely writers = %v, want room 11 on 2 and room 33 on 1 prompt pages", got.Likely)
+	}
+	if got.Possible[22] == nil {
+		t.Errorf("possible writers %v lack the neighbour room 22", got.Possible)
 	}
 }
 

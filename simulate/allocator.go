@@ -1,70 +1,190 @@
 package simulate
 
-import "math/bits"
+import (
+	"container/heap"
+	"slices"
+)
 
-// pagePool is one DP rank's paged KV pool. SGLang's PagedTokenToKVPoolAllocator
-// keeps free_pages sorted in PD mode (need_sort: released pages are merged and
-// sorted before reuse) and hands out the head of the list, so the lowest free
-// page indices are reused first. A bitset with lowest-first scanning gives
-// the same order without a sort. Page 0 is reserved as SGLang's padding page.
+// pagePool is one decode DP rank's paged KV pool, modelled on SGLang's
+// PagedTokenToKVPoolAllocator (python/sglang/srt/mem_cache/allocator.py,
+// mem_cache/allocator/paged.py from 0.5.18 on):
 //
-// writer/tenant remember which request last wrote each page (0 = never since
-// boot); the truth builder reads them when a request reads stale pages.
+//   - free_pages is an ordered list; every allocation takes pages from its
+//     head. At boot it holds 1..numPages (page 0 is the padding page).
+//   - need_sort (set when disaggregation_mode is prefill or decode, 0.5.2+;
+//     unconditionally in 0.4.10-0.5.1): free() puts pages on release_pages.
+//     They rejoin free_pages, concatenated and sorted, only when an
+//     allocation finds free_pages short (merge_and_sort_free). Between
+//     merges allocations walk forward through the old list.
+//   - without need_sort (non-PD, or before 0.4.10): freed pages are put in
+//     front of free_pages, so the most recently freed are reused first.
+//
+// The merge threshold differs by call: alloc() merges when pages >
+// len(free_pages), alloc_extend (decode prealloc) when extend_tokens /
+// page_size + bs + 1 > len(free_pages), alloc_decode when bs >
+// len(free_pages), bs being the batch size.
+//
+// writer/tenant/output remember who last wrote each page and whether as
+// prompt or generated output; the truth builder reads them when a request
+// reads stale pages.
 type pagePool struct {
 	numPages int
-	free     []uint64 // bit set = page free
-	nfree    int
+	pageSize int
+	needSort bool
+	free     []int32 // free_pages; head first
+	released []int32 // release_pages (need_sort only)
+	nheld    int
 	writer   []uint32 // seq of the last writer, 0 = never written
 	tenant   []uint16
+	output   []bool // last write was generated output
+	growing  growHeap
+	merges   int
 }
 
 func newPagePool(numPages int) *pagePool {
-	p := &pagePool{numPages: numPages}
-	p.free = make([]uint64, (numPages+1+63)/64)
+	p := &pagePool{numPages: numPages, pageSize: pageSize, needSort: true}
+	p.free = make([]int32, numPages)
+	for i := range p.free {
+		p.free[i] = int32(i + 1)
+	}
 	p.writer = make([]uint32, numPages+1)
 	p.tenant = make([]uint16, numPages+1)
-	for i := 1; i <= numPages; i++ {
-		p.free[i>>6] |= 1 << (uint(i) & 63)
-	}
-	p.nfree = numPages
+	p.output = make([]bool, numPages+1)
 	return p
 }
 
-// alloc returns the n lowest free pages, or nil if the pool cannot hold them.
-func (p *pagePool) alloc(n int) []int32 {
-	if n <= 0 || n > p.nfree {
+// available is SGLang's available_size() in pages: free plus released.
+func (p *pagePool) available() int { return len(p.free) + len(p.released) }
+
+func (p *pagePool) merge() {
+	if len(p.released) == 0 {
+		return
+	}
+	p.free = append(p.free, p.released...)
+	slices.Sort(p.free)
+	p.released = p.released[:0]
+	p.merges++
+}
+
+// take hands out n pages from the head of free_pages after merging when
+// short is true (need_sort only); nil if free_pages cannot hold them.
+func (p *pagePool) take(n int, short bool) []int32 {
+	if p.needSort && short {
+		p.merge()
+	}
+	if n <= 0 || n > len(p.free) {
 		return nil
 	}
-	out := make([]int32, 0, n)
-	for w := 0; w < len(p.free) && len(out) < n; w++ {
-		for p.free[w] != 0 && len(out) < n {
-			b := bits.TrailingZeros64(p.free[w])
-			p.free[w] &^= 1 << uint(b)
-			out = append(out, int32(w*64+b))
-		}
-	}
-	p.nfree -= n
+	out := slices.Clone(p.free[:n])
+	p.free = p.free[n:]
+	p.nheld += n
 	return out
 }
 
-// release returns pages to the pool. Releasing an already free page is a
-// bug in the caller; it is ignored so counts stay consistent.
-func (p *pagePool) release(pages []int32) {
-	for _, pg := range pages {
-		w, b := pg>>6, uint(pg)&63
-		if p.free[w]&(1<<b) == 0 {
-			p.free[w] |= 1 << b
-			p.nfree++
-		}
-	}
+// allocExtend is decode's prealloc of a request's prompt (alloc_extend with
+// prefix 0 and bs 1): ceil(tokens/page_size) pages.
+func (p *pagePool) allocExtend(tokens int) []int32 {
+	n := (tokens + p.pageSize - 1) / p.pageSize
+	return p.take(n, tokens/p.pageSize+1+1 > len(p.free))
 }
 
-func (p *pagePool) used() int { return p.numPages - p.nfree }
+// allocDecode is one request's new page in a decode step of batch size bs.
+func (p *pagePool) allocDecode(bs int) []int32 {
+	return p.take(1, bs > len(p.free))
+}
+
+// release is free(): unique page ids, onto release_pages (need_sort) or in
+// front of free_pages.
+func (p *pagePool) release(pages []int32) {
+	if len(pages) == 0 {
+		return
+	}
+	u := slices.Clone(pages)
+	slices.Sort(u)
+	u = slices.Compact(u)
+	p.nheld -= len(u)
+	if p.needSort {
+		// Order on release_pages does not matter: the merge sorts.
+		p.released = append(p.released, u...)
+		return
+	}
+	p.free = append(u, p.free...)
+}
+
+func (p *pagePool) used() int { return p.nheld }
 
 // write records seq as the last writer of pages.
-func (p *pagePool) write(pages []int32, seq uint32, tenant uint16) {
+func (p *pagePool) write(pages []int32, seq uint32, tenant uint16, output bool) {
 	for _, pg := range pages {
 		p.writer[pg] = seq
 		p.tenant[pg] = tenant
+		p.output[pg] = output
+	}
+}
+
+// grower is a running request whose generated output crosses page
+// boundaries: decode allocates one page (alloc_decode) each time the next
+// token's position starts a new page; nothing is reserved up front.
+type grower struct {
+	at     int64 // time of the next page boundary
+	every  int64 // time per token
+	next   int   // token position of the next page boundary
+	last   int   // last position written
+	r      *request
+	tenant uint16
+}
+
+type growHeap []*grower
+
+func (h growHeap) Len() int           { return len(h) }
+func (h growHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h growHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *growHeap) Push(x any)        { *h = append(*h, x.(*grower)) }
+func (h *growHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// startGrowth registers r's decode from firstAt: token i (1-based, the
+// first comes with the transfer) is fed at firstAt + i*every and occupies
+// position prompt+i-1; the last sampled token is never fed.
+func (p *pagePool) startGrowth(r *request, firstAt, every int64, tenant uint16) {
+	if r.completion < 2 {
+		return
+	}
+	next := (r.prompt + p.pageSize - 1) / p.pageSize * p.pageSize
+	last := r.prompt + r.completion - 2
+	if next > last {
+		return
+	}
+	g := &grower{every: every, next: next, last: last, r: r, tenant: tenant}
+	g.at = firstAt + int64(next-r.prompt+1)*every
+	heap.Push(&p.growing, g)
+}
+
+// advance runs every page-boundary crossing due by t, in time order, so
+// the pool sees decode growth interleaved with preallocs and frees.
+func (p *pagePool) advance(t int64) {
+	for len(p.growing) > 0 && p.growing[0].at <= t {
+		g := p.growing[0]
+		r := g.r
+		if r.freed || r.done || r.pages == nil {
+			heap.Pop(&p.growing)
+			continue
+		}
+		pg := p.allocDecode(max(1, len(p.growing)))
+		if pg != nil {
+			r.pages = append(r.pages, pg...)
+			p.write(pg, r.seq, g.tenant, true)
+		}
+		g.next += p.pageSize
+		if g.next > g.last || pg == nil {
+			heap.Pop(&p.growing)
+			continue
+		}
+		g.at += int64(p.pageSize) * g.every
+		heap.Fix(&p.growing, 0)
 	}
 }

@@ -143,7 +143,7 @@ func buildCluster(sc *scenario, rnd func() float64) []*node {
 			host: fmt.Sprintf("10.0.1.%d", 11+i)}
 		n.version = decVersions[i%len(decVersions)]
 		first := int64(i)*int64(5*time.Second) + int64(3*time.Second)
-		n.boots = []boot{{down: first, at: first, pool: decodePool, memFrac: 0.85, model: "zai-org/GLM-5.2-FP8", quant: "fp8"}}
+		n.boots = []boot{{down: first, at: first, pool: sc.decodePool, memFrac: 0.85, model: "zai-org/GLM-5.2-FP8", quant: "fp8"}}
 		nodes = append(nodes, n)
 	}
 	if sc.unified {

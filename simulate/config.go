@@ -22,6 +22,10 @@ type Config struct {
 	// lines to <node>.mooncake.log. By default they go into the engine's
 	// own log, interleaved, as a process logging with 2>&1 writes them.
 	MooncakeSeparate bool
+	// DecodePool overrides the decode KV pool per DP rank in tokens
+	// (max_total_num_tokens): small pools run nearly full and merge their
+	// released pages often, large ones rarely.
+	DecodePool int
 }
 
 // Limits on overrides: they keep one run's memory and file count bounded.
@@ -48,6 +52,9 @@ func (c Config) Validate() error {
 	}
 	if c.Prefill < 0 || c.Prefill > maxNodes || c.Decode < 0 || c.Decode > maxNodes {
 		return fmt.Errorf("prefill %d / decode %d out of range [0, %d]", c.Prefill, c.Decode, maxNodes)
+	}
+	if c.DecodePool < 0 || (c.DecodePool > 0 && c.DecodePool < 16*pageSize) {
+		return fmt.Errorf("decode pool %d tokens: want 0 (default) or at least %d", c.DecodePool, 16*pageSize)
 	}
 	if c.OutDir == "" {
 		return errors.New("out dir is required")

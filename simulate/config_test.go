@@ -50,29 +50,6 @@ func TestMaxReqInputLen(t *testing.T) {
 	}
 }
 
-func TestPagePoolReusesLowestFreed(t *testing.T) {
-	p := newPagePool(10)
-	a := p.alloc(3) // 1 2 3
-	b := p.alloc(2) // 4 5
-	if a[0] != 1 || b[0] != 4 {
-		t.Fatalf("alloc order %v %v", a, b)
-	}
-	p.release(a)
-	c := p.alloc(4) // lowest free first: 1 2 3 6
-	want := []int32{1, 2, 3, 6}
-	for i := range want {
-		if c[i] != want[i] {
-			t.Fatalf("after free got %v, want %v", c, want)
-		}
-	}
-	if p.alloc(5) != nil {
-		t.Fatal("over-allocation succeeded")
-	}
-	if p.used() != 6 {
-		t.Fatalf("used %d, want 6", p.used())
-	}
-}
-
 func TestIDsUnique(t *testing.T) {
 	g := idGen{seed: 5}
 	rooms, ids := map[uint64]bool{}, map[string]bool{}

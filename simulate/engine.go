@@ -290,8 +290,14 @@ func (s *sim) tryAlloc(t int64, r *request) {
 		return
 	}
 	rk := dc.ranks[r.drank]
-	need := (r.prompt + r.completion + pageSize - 1) / pageSize
-	pages := rk.pool.alloc(need)
+	// Decode preallocates the prompt's pages only (disaggregation/decode.py
+	// _pre_alloc); output pages are allocated as generation grows. The
+	// admission check counts released pages too (available_size).
+	rk.pool.advance(t)
+	var pages []int32
+	if need := (r.prompt + pageSize - 1) / pageSize; need <= rk.pool.available() {
+		pages = rk.pool.allocExtend(r.prompt)
+	}
 	if pages == nil {
 		if !r.waiting {
 			r.waiting = true
@@ -462,9 +468,11 @@ func (s *sim) freePages(t int64, r *request) {
 	if r.freed || r.pages == nil || r.dc.epoch != r.dEpoch {
 		return
 	}
+	pool := r.dc.ranks[r.drank].pool
+	pool.advance(t)
 	r.freed = true
 	r.dc.pageEvent(t, r.drank, "free", r.drid, r.room, r.pages)
-	r.dc.ranks[r.drank].pool.release(r.pages)
+	pool.release(r.pages)
 }
 
 // land: the prefill's KV (and metadata) write arrives in the decode pages
@@ -485,7 +493,7 @@ func (s *sim) land(t int64, r *request) {
 		wp = r.pages[:1]
 	}
 	tid := s.tenants[r.tenant].id
-	rk.pool.write(wp, r.seq, tid)
+	rk.pool.write(wp, r.seq, tid, false)
 	dc.pageEvent(t, r.drank, "write", r.drid, r.room, wp)
 	if r.aborted || r.done {
 		if r.deferFree {
@@ -535,16 +543,14 @@ func (s *sim) firstToken(t int64, r *request) {
 		return
 	}
 	r.firstAt = t
-	if r.promptPages < len(r.pages) {
-		own := r.pages[r.promptPages:]
-		dc.ranks[r.drank].pool.write(own, r.seq, s.tenants[r.tenant].id)
-		dc.pageEvent(t, r.drank, "write", r.drid, r.room, own)
-	}
 	d := int64(float64(r.completion) / (35 + 25*s.rng.Float64()) * 1e9)
 	if s.rng.Float64() < s.sc.retractProb {
 		r.retract = 1
 		d += s.dur(2, 8)
 	}
+	pool := dc.ranks[r.drank].pool
+	pool.advance(t)
+	pool.startGrowth(r, t, d/int64(max(r.completion, 1)), s.tenants[r.tenant].id)
 	if s.rng.Float64() < s.sc.cancelProb {
 		s.heap.push(event{at: t + int64(s.rng.Float64()*float64(d)), kind: evCancel, r: r})
 		return
@@ -568,6 +574,12 @@ func (s *sim) finishDecode(t int64, r *request, cancelled bool) {
 	completion := r.completion
 	if cancelled {
 		completion = max(1, int(float64(completion)*float64(t-r.firstAt)/float64(max(1, t-r.firstAt+1))*0.5))
+	}
+	rk.pool.advance(t)
+	if r.promptPages < len(r.pages) {
+		// Output pages, logged as one write: the page-event format has no
+		// per-step line, and their content is the request's own.
+		dc.pageEvent(t-int64(time.Millisecond), r.drank, "write", r.drid, r.room, r.pages[r.promptPages:])
 	}
 	dc.pageEvent(t, r.drank, "read", r.drid, r.room, r.pages)
 	s.checkPages(t, r, rk)
@@ -610,7 +622,7 @@ func (s *sim) finishDecode(t int64, r *request, cancelled bool) {
 // checkPages compares every page the request read with its last writer.
 func (s *sim) checkPages(t int64, r *request, rk *rankState) {
 	var stale, never int
-	var counts map[uint32]int
+	var counts, outs map[uint32]int
 	var tenants map[uint32]uint16
 	for _, p := range r.pages {
 		w := rk.pool.writer[p]
@@ -620,10 +632,13 @@ func (s *sim) checkPages(t int64, r *request, rk *rankState) {
 			never++
 		default:
 			if counts == nil {
-				counts, tenants = map[uint32]int{}, map[uint32]uint16{}
+				counts, outs, tenants = map[uint32]int{}, map[uint32]int{}, map[uint32]uint16{}
 			}
 			stale++
 			counts[w]++
+			if rk.pool.output[p] {
+				outs[w]++
+			}
 			tenants[w] = rk.pool.tenant[p]
 		}
 	}
@@ -652,7 +667,8 @@ func (s *sim) checkPages(t int64, r *request, rk *rankState) {
 	foreign := map[string]bool{}
 	for w, c := range counts {
 		tn := s.tenants[tenants[w]-1].name
-		a.Sources = append(a.Sources, Source{RequestID: s.ids.requestID(w), Tenant: tn, BootstrapRoom: s.ids.room(w), Pages: c})
+		a.Sources = append(a.Sources, Source{RequestID: s.ids.requestID(w), Tenant: tn, BootstrapRoom: s.ids.room(w), Pages: c,
+			PromptPages: c - outs[w], OutputPages: outs[w]})
 		if tn != a.Tenant {
 			foreign[tn] = true
 		}

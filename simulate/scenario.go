@@ -26,7 +26,8 @@ type scenario struct {
 	deep     int     // scripted long-context agent sessions at scale 1
 	faults   faultSet
 
-	buggyPool int // prefill pool on the non-canary nodes (tokens)
+	buggyPool  int // prefill pool on the non-canary nodes (tokens)
+	decodePool int // decode pool per DP rank (tokens)
 
 	stallProb     float64 // transfer stalls (RDMA retries) long enough to provoke client aborts
 	timeoutProb   float64 // transfer never completes: 300 s waiting timeout, 500
@@ -53,7 +54,7 @@ const (
 func lookupScenario(name string) scenario {
 	base := scenario{
 		name: name, start: time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), gateways: 2,
-		buggyPool: immunePool, stallProb: 0.002, timeoutProb: 0.0005, cancelProb: 0.004, retractProb: 0.002,
+		buggyPool: immunePool, decodePool: decodePool, stallProb: 0.002, timeoutProb: 0.0005, cancelProb: 0.004, retractProb: 0.002,
 	}
 	switch name {
 	case "incident-2026":
@@ -97,6 +98,9 @@ func (s *scenario) apply(cfg Config) {
 	}
 	if cfg.Decode > 0 {
 		s.decode = cfg.Decode
+	}
+	if cfg.DecodePool > 0 {
+		s.decodePool = cfg.DecodePool
 	}
 	if s.prefill < 2 {
 		s.canary = false

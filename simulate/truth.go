@@ -92,6 +92,11 @@ type Source struct {
 	Tenant        string `json:"tenant"`
 	BootstrapRoom uint64 `json:"bootstrap_room"`
 	Pages         int    `json:"pages"`
+	// PromptPages / OutputPages split Pages by what the source had written
+	// there last: its prompt (KV transferred from prefill) or its generated
+	// output (decode steps). A metadata-buffer source has neither.
+	PromptPages int `json:"prompt_pages"`
+	OutputPages int `json:"output_pages"`
 }
 
 // Lookalike is a benign request that resembles a fault.

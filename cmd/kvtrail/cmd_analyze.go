@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -258,12 +259,20 @@ type affectedJSON struct {
 	Confidence       float64   `json:"confidence"`
 	RequestKeys      []string  `json:"request_keys"`
 	FindingIDs       []string  `json:"finding_ids"`
+	// Tier is confirmed, likely or possible on exposed rows, "" on
+	// received rows.
+	Tier         string   `json:"tier"`
+	Counterparts []string `json:"counterparts"`
+	PromptTokens int64    `json:"prompt_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	// Evidence line ids exceed 2^53: strings, as in findings output.
+	Evidence []string `json:"evidence_line_ids"`
 }
 
 func newAffectedCmd(a *app) *cobra.Command {
-	var role, format string
+	var role, format, tier string
 	c := &cobra.Command{
-		Use:   "affected [--role received|exposed] [--format table|json|csv]",
+		Use:   "affected [--role received|exposed] [--tier confirmed|likely|possible] [--format table|json|csv]",
 		Short: "Print the latest affected-customer list (the notification list)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format); err != nil {
@@ -272,6 +281,10 @@ func newAffectedCmd(a *app) *cobra.Command {
 			wantRole, err := domain.ParseRole(role)
 			if err != nil {
 				return usageError{fmt.Errorf("--role: %w", err)}
+			}
+			wantTier, err := domain.ParseTier(tier)
+			if err != nil {
+				return usageError{fmt.Errorf("--tier: %w", err)}
 			}
 			s, closeFn, err := a.openMigrated(cmd.Context())
 			if err != nil {
@@ -287,8 +300,16 @@ func newAffectedCmd(a *app) *cobra.Command {
 				if wantRole != "" && r.Role != wantRole {
 					continue
 				}
+				if wantTier != "" && r.Tier != wantTier {
+					continue // a tier filter keeps exposed rows of that tier only
+				}
+				ev := make([]string, len(r.Evidence))
+				for i, l := range r.Evidence {
+					ev[i] = strconv.FormatUint(l, 10)
+				}
 				out = append(out, affectedJSON{rec.ID, r.Tenant, string(r.Role), r.Requests, r.First, r.Last, nonNilS(r.Models),
-					nonNilS(r.Nodes), r.Confidence, nonNilS(r.RequestKeys), nonNilS(r.FindingIDs)})
+					nonNilS(r.Nodes), r.Confidence, nonNilS(r.RequestKeys), nonNilS(r.FindingIDs), string(r.Tier),
+					nonNilS(r.Counterparts), r.PromptTokens, r.OutputTokens, ev})
 			}
 			w := cmd.OutOrStdout()
 			switch format {
@@ -297,19 +318,22 @@ func newAffectedCmd(a *app) *cobra.Command {
 			case "csv":
 				cw := csv.NewWriter(w)
 				_ = cw.Write([]string{"reconstruction_id", "tenant", "role", "requests", "first_ts", "last_ts", "models", "nodes",
-					"confidence", "request_keys", "finding_ids"})
+					"confidence", "request_keys", "finding_ids", "tier", "counterparts", "prompt_tokens", "output_tokens",
+					"evidence_line_ids"})
 				for _, r := range out {
 					_ = cw.Write([]string{r.ReconstructionID, r.Tenant, r.Role, fmt.Sprint(r.Requests), r.FirstTS.Format(time.RFC3339),
 						r.LastTS.Format(time.RFC3339), strings.Join(r.Models, " "), strings.Join(r.Nodes, " "),
-						fmt.Sprintf("%.2f", r.Confidence), strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " ")})
+						fmt.Sprintf("%.2f", r.Confidence), strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " "),
+						r.Tier, strings.Join(r.Counterparts, " "), fmt.Sprint(r.PromptTokens), fmt.Sprint(r.OutputTokens),
+						strings.Join(r.Evidence, " ")})
 				}
 				cw.Flush()
 				return cw.Error()
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ROLE\tTENANT\tREQUESTS\tFIRST\tLAST\tCONF\tNODES\tMODELS")
+			fmt.Fprintln(tw, "ROLE\tTIER\tTENANT\tREQUESTS\tFIRST\tLAST\tCONF\tNODES\tMODELS")
 			for _, r := range out {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%s\n", r.Role, r.Tenant, r.Requests,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.2f\t%s\t%s\n", r.Role, r.Tier, r.Tenant, r.Requests,
 					r.FirstTS.Format("2006-01-02 15:04:05"), r.LastTS.Format("2006-01-02 15:04:05"), r.Confidence,
 					strings.Join(r.Nodes, ","), strings.Join(r.Models, ","))
 			}
@@ -317,6 +341,7 @@ func newAffectedCmd(a *app) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&role, "role", "", "only this role: received or exposed")
+	c.Flags().StringVar(&tier, "tier", "", "only exposed rows of this tier: confirmed, likely or possible (default all, most certain first)")
 	c.Flags().StringVar(&format, "format", "table", "table, json (one object per line) or csv")
 	return c
 }

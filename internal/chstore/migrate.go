@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"strings"
 
 	"crypto/sha256"
 	"encoding/hex"
@@ -256,6 +257,11 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 			// system.columns check), so a crash mid-migration is repaired
 			// by running it again.
 			if err := m.store.Exec(m.store.DDLContext(ctx), stmt); err != nil {
+				if duplicateColumn(stmt, err) {
+					// 18.16 has no ADD COLUMN IF NOT EXISTS: a re-run of
+					// an interrupted ALTER finds its column already there.
+					continue
+				}
 				return ran, fmt.Errorf("migration %s statement %d: %w", mg.Name, i+1, err)
 			}
 		}
@@ -501,4 +507,15 @@ func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]
 		st.Err = err
 	}
 	return st
+}
+
+// duplicateColumn reports an ALTER ... ADD COLUMN that failed because the
+// column exists (ClickHouse error 44 ILLEGAL_COLUMN / 15 DUPLICATE_COLUMN).
+func duplicateColumn(stmt string, err error) bool {
+	up := strings.ToUpper(stmt)
+	if !strings.HasPrefix(strings.TrimSpace(up), "ALTER TABLE") || !strings.Contains(up, "ADD COLUMN") {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "already exists") || strings.Contains(msg, "DUPLICATE_COLUMN")
 }

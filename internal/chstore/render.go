@@ -44,6 +44,7 @@ func (l Layout) replicaMacro() string {
 //	{{engine "t" "E(args)"}}   E(args), or ReplicatedE('/clickhouse/tables/{shard}/db/t_local', '{replica}', args)
 //	{{distributed "t" "key"}}  "" or a CREATE of the Distributed table t over t_local
 //	{{modern}}                 true when the target server is 19.x or newer
+//	{{dist "t"}}               "" or db.t, the Distributed table over t_local
 func Render(src string, l Layout) ([]string, error) {
 	funcs := template.FuncMap{
 		"table": func(name string) string {
@@ -78,6 +79,14 @@ func Render(src string, l Layout) ([]string, error) {
 				l.Database, table, l.Cluster, l.Database, table, l.Cluster, l.Database, table, key)
 		},
 		"modern": func() bool { return l.Version.Major >= 19 },
+		// dist names the Distributed table t on a cluster ("" otherwise),
+		// for ALTERs that must reach it as well as t_local.
+		"dist": func(table string) string {
+			if l.Cluster == "" {
+				return ""
+			}
+			return l.Database + "." + table
+		},
 	}
 	t, err := template.New("migration").Funcs(funcs).Option("missingkey=error").Parse(src)
 	if err != nil {

@@ -598,4 +598,20 @@ SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.ingest_steps ON CLUSTER kvtrail_cluster AS kvtrail.ingest_steps_local ENGINE = Distributed(kvtrail_cluster, kvtrail, ingest_steps_local, cityHash64(step));
 
--- 0020_modern_skip_indexes.sql;
+-- 0005_affected_exposure.sql;
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN tier LowCardinality(String) DEFAULT '';
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN counterparts Array(String);
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN prompt_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN output_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected_local ON CLUSTER kvtrail_cluster ADD COLUMN evidence_line_ids Array(UInt64);
+
+DROP TABLE IF EXISTS kvtrail.affected ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected ON CLUSTER kvtrail_cluster AS kvtrail.affected_local ENGINE = Distributed(kvtrail_cluster, kvtrail, affected_local, cityHash64(reconstruction_id));
+
+-- 0006_modern_skip_indexes.sql;

@@ -552,4 +552,16 @@ PARTITION BY tuple()
 ORDER BY step
 SETTINGS index_granularity = 8192;
 
--- 0020_modern_skip_indexes.sql;
+-- 0005_affected_exposure.sql;
+
+ALTER TABLE kvtrail.affected  ADD COLUMN tier LowCardinality(String) DEFAULT '';
+
+ALTER TABLE kvtrail.affected  ADD COLUMN counterparts Array(String);
+
+ALTER TABLE kvtrail.affected  ADD COLUMN prompt_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected  ADD COLUMN output_tokens Int64 DEFAULT 0;
+
+ALTER TABLE kvtrail.affected  ADD COLUMN evidence_line_ids Array(UInt64);
+
+-- 0006_modern_skip_indexes.sql;
