@@ -48,7 +48,7 @@ func TestLiveRoundsAddNothingToAnalyzedData(t *testing.T) {
 	}
 
 	end := rep.Window.To
-	live := &Runner{DB: db, Cfg: DefaultConfig(), Trigger: "serve", Live: true}
+	live := &Runner{DB: db, Cfg: DefaultConfig(), Trigger: TriggerLive, Live: true}
 	for i, w := range []Window{
 		{From: end.Add(-30 * time.Minute), To: end},
 		{From: testNow.Add(-time.Hour), To: testNow},

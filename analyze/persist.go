@@ -188,10 +188,10 @@ func scanFindings(ctx context.Context, db DB, query string, arg []string) ([]Fin
 }
 
 // CurrentFindingsFrom is the current findings as a table expression (see
-// LatestFindings for the rule); its one parameter is CurrentVersions.
+// LatestFindings for the rule); its one parameter is CurrentRunIDs.
 // Every reader — the CLI, the reconstruction, the UI and the API — reads
 // findings through it, so they count the same findings.
-const CurrentFindingsFrom = `(SELECT * FROM findings WHERE has(?, concat(analyzer, '/', analyzer_version))
+const CurrentFindingsFrom = `(SELECT * FROM findings WHERE has(?, run_id)
  ORDER BY finding_id, created_at DESC, run_id DESC LIMIT 1 BY finding_id)`
 
 const currentFindingsSQL = `SELECT finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts,
@@ -199,36 +199,54 @@ const currentFindingsSQL = `SELECT finding_id, run_id, analyzer, analyzer_versio
  title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids, detail_keys, detail_values
 FROM ` + CurrentFindingsFrom
 
-// CurrentVersions lists "analyzer/version" for each analyzer's latest
-// successful run: the parameter of CurrentFindingsFrom.
-func CurrentVersions(ctx context.Context, db DB) ([]string, error) {
+// CurrentRunIDs lists the runs whose findings are current: the parameter
+// of CurrentFindingsFrom. Per analyzer, its latest run that was not a live
+// round (the CLI's rule: a new analysis supersedes the previous one,
+// findings it no longer makes included), plus the live rounds after it
+// that recorded findings (a live round records only findings no run had).
+func CurrentRunIDs(ctx context.Context, db DB) ([]string, error) {
 	runs, err := Runs(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	latest := LatestRuns(runs)
-	versions := make([]string, 0, len(latest))
-	for _, r := range latest {
-		versions = append(versions, r.Analyzer+"/"+r.Version)
+	var full, live []Run
+	for _, r := range runs {
+		if r.Trigger == TriggerLive {
+			live = append(live, r)
+		} else {
+			full = append(full, r)
+		}
 	}
-	sort.Strings(versions)
-	return versions, nil
+	base := LatestRuns(full)
+	ids := []string{}
+	for _, r := range base {
+		ids = append(ids, r.ID)
+	}
+	for _, r := range live {
+		if r.Status == StatusError || r.Findings == 0 {
+			continue
+		}
+		if b, ok := base[r.Analyzer]; !ok || (r.Version == b.Version && r.Started.After(b.Started)) {
+			ids = append(ids, r.ID)
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
 }
 
 // LatestFindings returns the current findings, the one set the CLI, the
-// UI, the API and the notification list all read: for each analyzer, the
-// version of its latest successful run; every finding that version has
-// recorded, in any run and any window; of a finding stored by several
-// runs, the latest copy. So analyzing twice does not double a finding, a
-// live round over the last minutes does not hide what an earlier run over
-// the incident found, and a new analyzer version replaces the old one's
-// conclusions. Sorted by analyzer, time and id.
+// UI, the API and the notification list all read: per analyzer, the
+// findings of its latest analysis (a run that was not a live round), and
+// the findings live rounds recorded since. So analyzing twice does not
+// double a finding, a new analysis drops what it no longer finds, and a
+// live round over the last minutes adds what it discovers without hiding
+// what the analysis of the incident found. Sorted by analyzer, time and id.
 func LatestFindings(ctx context.Context, db DB) ([]Finding, error) {
-	versions, err := CurrentVersions(ctx, db)
-	if err != nil || len(versions) == 0 {
+	runIDs, err := CurrentRunIDs(ctx, db)
+	if err != nil || len(runIDs) == 0 {
 		return nil, err
 	}
-	fs, err := scanFindings(ctx, db, currentFindingsSQL, versions)
+	fs, err := scanFindings(ctx, db, currentFindingsSQL, runIDs)
 	if err != nil {
 		return nil, err
 	}

@@ -166,6 +166,9 @@ type Runner struct {
 	Live bool
 }
 
+// TriggerLive is the trigger of serve's live rounds (Runner.Live).
+const TriggerLive = "serve"
+
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now().UTC()
@@ -403,6 +406,9 @@ func (r *Runner) RunAnalyzer(ctx context.Context, d *Dataset, a Analyzer) RunRes
 	params, _ := json.Marshal(a.Params())
 	run := Run{Analyzer: a.Name(), Version: a.Version(), Params: string(params), Window: d.Window,
 		Watermark: d.Watermark, Started: r.now(), Trigger: r.Trigger, CaseID: r.CaseID}
+	if r.Live {
+		run.Trigger = TriggerLive // the current-findings rule tells live rounds apart by it
+	}
 	t0 := time.Now()
 	fs, err := a.Analyze(ctx, d)
 	dur := time.Since(t0)

@@ -79,13 +79,13 @@ type findingCursor struct {
 	I string `json:"i"`
 }
 
-// currentVersions are the analyzer versions whose findings the UI shows,
-// read through analyze.CurrentFindingsFrom: the rule `kvtrail findings`
-// and the notification list use (each analyzer's latest version, every
-// finding it recorded, one copy per id), so a finding stored by several
+// currentVersions are the runs whose findings the UI shows, read through
+// analyze.CurrentFindingsFrom: the rule `kvtrail findings` and the
+// notification list use (each analyzer's latest analysis plus what live
+// rounds found since, one copy per id), so a finding stored by several
 // runs is shown once and a live round does not hide earlier findings.
 func (s chStore) currentVersions(ctx context.Context) ([]string, error) {
-	v, err := analyze.CurrentVersions(ctx, s.c)
+	v, err := analyze.CurrentRunIDs(ctx, s.c)
 	return nonNilStrings(v), err
 }
 

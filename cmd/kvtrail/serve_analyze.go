@@ -42,7 +42,7 @@ func (a *app) startAlerts(ctx context.Context, db analyze.DB, reg prometheus.Reg
 	}
 	findings, failures := alert.NewMetrics(reg)
 	acfg := a.analyzeConfig()
-	runner := &analyze.Runner{DB: db, Cfg: acfg, Analyzers: analyze.All(acfg), Trigger: "serve", Live: true, Log: a.log}
+	runner := &analyze.Runner{DB: db, Cfg: acfg, Analyzers: analyze.All(acfg), Trigger: analyze.TriggerLive, Live: true, Log: a.log}
 	w := &alert.Watcher{
 		Analyze: func(ctx context.Context, win analyze.Window) (*analyze.Report, error) {
 			return runner.Run(ctx, win, nil)
