@@ -102,7 +102,13 @@ func (b *builder) ndjsonLine(raw []byte, n int, now time.Time) error {
 			stream[f.name] = *f.v
 		}
 	}
-	return b.add(stream, ts, line, l.Metadata, func() string { return fmt.Sprintf("line %d", n) })
+	if err := b.add(stream, ts, line, l.Metadata, func() string { return fmt.Sprintf("line %d", n) }); err != nil {
+		return err
+	}
+	if ts.Equal(now) && (len(bytes.TrimSpace(l.Ts)) == 0 || string(bytes.TrimSpace(l.Ts)) == "null") {
+		b.out[len(b.out)-1].NoTS = true
+	}
+	return nil
 }
 
 // ndjsonTime interprets "ts": absent or null means now, a string is RFC
