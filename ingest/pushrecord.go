@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -28,6 +29,42 @@ var recordMagic = []byte("\xffKV2")
 type pushRecord struct {
 	arrival time.Time // when kvtrail received it; zero for old records
 	entries []push.Entry
+	// sets are the distinct label sets (labelString form) and set[i] the
+	// one of entries[i], so per-stream work is done once per set.
+	sets []string
+	set  []int
+}
+
+// indexSets fills rec.sets and rec.set from the entries.
+func (rec *pushRecord) indexSets() {
+	idx := map[string]int{}
+	rec.sets, rec.set = rec.sets[:0], make([]int, len(rec.entries))
+	var last map[string]string
+	lastIdx := -1
+	for i := range rec.entries {
+		m := rec.entries[i].Stream
+		if lastIdx >= 0 && sameMap(m, last) {
+			rec.set[i] = lastIdx
+			continue
+		}
+		k := labelString(m)
+		j, ok := idx[k]
+		if !ok {
+			j = len(rec.sets)
+			idx[k] = j
+			rec.sets = append(rec.sets, k)
+		}
+		rec.set[i], last, lastIdx = j, m, j
+	}
+}
+
+// sameMap reports whether a and b are the same map (not equal contents):
+// entries of one stream share their label map.
+func sameMap(a, b map[string]string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return len(a) == len(b) && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func encodeRecord(arrival time.Time, entries []push.Entry) []byte {
@@ -176,7 +213,9 @@ func decodeRecord(b []byte) (pushRecord, error) {
 		if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&entries); err != nil {
 			return pushRecord{}, fmt.Errorf("decode spooled push: %w", err)
 		}
-		return pushRecord{entries: entries}, nil
+		rec := pushRecord{entries: entries}
+		rec.indexSets()
+		return rec, nil
 	}
 	r := &recordReader{b: b[len(recordMagic):]}
 	var rec pushRecord
@@ -184,13 +223,16 @@ func decodeRecord(b []byte) (pushRecord, error) {
 		rec.arrival = time.Unix(0, ns).UTC()
 	}
 	sets := make([]map[string]string, r.count())
+	rec.sets = make([]string, len(sets))
 	for i := range sets {
 		sets[i] = r.strMap()
 		if sets[i] == nil {
 			sets[i] = map[string]string{}
 		}
+		rec.sets[i] = labelString(sets[i])
 	}
 	rec.entries = make([]push.Entry, r.count())
+	rec.set = make([]int, len(rec.entries))
 	for i := range rec.entries {
 		e := &rec.entries[i]
 		j := r.uvarint()
@@ -200,7 +242,7 @@ func decodeRecord(b []byte) (pushRecord, error) {
 		if r.err != nil {
 			break
 		}
-		e.Stream = sets[j]
+		e.Stream, rec.set[i] = sets[j], int(j)
 		e.NoTS = r.byte1()&1 != 0
 		e.Ts = time.Unix(0, r.varint()).UTC()
 		e.Line = r.str()

@@ -111,6 +111,9 @@ type pushStream struct {
 	// noTS remembers when lines without a timestamp were first stored, by
 	// line id, so that a client's retry stores them at the same time.
 	noTS map[uint64]time.Time
+	// attrKeys/attrValues are the stream's labels and tenant as raw_lines
+	// attributes, shared by its entries without structured metadata.
+	attrKeys, attrValues []string
 }
 
 // PushOption configures a PushSink.
@@ -149,16 +152,19 @@ func NewPushSink(store Store, sp Spool, log *slog.Logger, opts ...PushOption) *P
 
 // Accept implements push.Sink.
 func (s *PushSink) Accept(ctx context.Context, entries []push.Entry) error {
-	if err := validateEntries(entries); err != nil {
+	rec := pushRecord{entries: entries}
+	rec.indexSets()
+	if err := validateRecord(&rec); err != nil {
 		return fmt.Errorf("%w: %v", push.ErrBadRequest, err)
 	}
 	now := time.Now().UTC()
 	if s.spool == nil {
+		rec.arrival = now
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		wctx, cancel := context.WithTimeout(ctx, s.timeout)
 		defer cancel()
-		if _, err := s.writeRecords(wctx, []pushRecord{{arrival: now, entries: entries}}); err != nil {
+		if _, err := s.writeRecords(wctx, []pushRecord{rec}); err != nil {
 			return fmt.Errorf("%w: ClickHouse write failed and no spool is configured: %v", push.ErrUnavailable, err)
 		}
 		return nil
@@ -177,22 +183,23 @@ func (s *PushSink) Accept(ctx context.Context, entries []push.Entry) error {
 	return nil
 }
 
-// validateEntries checks what a push must carry before it is acknowledged:
-// a node, a known role (or none) and a format the parsers know (or none,
-// to detect it). Anything else could never be stored as evidence.
-func validateEntries(entries []push.Entry) error {
-	seen := map[string]bool{}
-	for i := range entries {
-		e := &entries[i]
-		if err := push.CheckTime(e.Ts); err != nil {
+// validateRecord checks what a push must carry before it is acknowledged:
+// times kvtrail can store, and per stream a node, a known role (or none)
+// and a format the parsers know (or none, to detect it). Anything else
+// could never be stored as evidence.
+func validateRecord(rec *pushRecord) error {
+	for i := range rec.entries {
+		if err := push.CheckTime(rec.entries[i].Ts); err != nil {
 			return err
 		}
-		k := labelString(e.Stream)
-		if seen[k] {
+	}
+	done := make([]bool, len(rec.sets))
+	for i, j := range rec.set {
+		if done[j] {
 			continue
 		}
-		seen[k] = true
-		if err := validateLabels(e.Stream); err != nil {
+		done[j] = true
+		if err := validateLabels(rec.entries[i].Stream); err != nil {
 			return err
 		}
 	}
@@ -310,7 +317,7 @@ func (s *PushSink) deliver(ctx context.Context, raws [][]byte) (int, error) {
 	for i, raw := range raws {
 		rec, err := decodeRecord(raw)
 		if err == nil {
-			err = validateEntries(rec.entries)
+			err = validateRecord(&rec)
 		}
 		if err != nil {
 			if i > 0 {
@@ -511,10 +518,16 @@ func (s *PushSink) writeRecords(ctx context.Context, recs []pushRecord) (int, er
 	lines := 0
 	for _, rec := range recs {
 		ids := noTSIdentities(rec.entries)
+		streams := make([]*pushStream, len(rec.sets))
 		for i, e := range rec.entries {
-			st, err := s.stream(ctx, e)
-			if err != nil {
-				return 0, err
+			j := rec.set[i]
+			st := streams[j]
+			if st == nil {
+				var err error
+				if st, err = s.stream(ctx, e, rec.sets[j]); err != nil {
+					return 0, err
+				}
+				streams[j] = st
 			}
 			s.addEntry(&b, acc, st, e, ids[i])
 			lines++
@@ -535,8 +548,7 @@ func (s *PushSink) writeRecords(ctx context.Context, recs []pushRecord) (int, er
 }
 
 // stream returns the parsing state of e's stream, creating it on first sight.
-func (s *PushSink) stream(ctx context.Context, e push.Entry) (*pushStream, error) {
-	labels := labelString(e.Stream)
+func (s *PushSink) stream(ctx context.Context, e push.Entry, labels string) (*pushStream, error) {
 	key := e.Tenant + "\x00" + labels
 	st := s.streams[key]
 	if st == nil {
@@ -551,6 +563,7 @@ func (s *PushSink) stream(ctx context.Context, e push.Entry) (*pushStream, error
 		}
 		st.role = firstLabel(e.Stream, "role")
 		st.format = NormalizeFormat(firstLabel(e.Stream, "format"))
+		st.attrKeys, st.attrValues = attrs(push.Entry{Stream: e.Stream, Tenant: e.Tenant})
 		s.streams[key] = st
 	}
 	st.lastUsed = time.Now()
@@ -689,7 +702,11 @@ func (s *PushSink) addEntry(b *Batch, acc *accounting, st *pushStream, e push.En
 	st.run.addRecord(b, rec, p, ts)
 	raw := &b.raw[len(b.raw)-1]
 	raw.line = e.Line // the same bytes; drops addRecord's copy at once
-	raw.attrKeys, raw.attrValues = attrs(e)
+	if len(e.Metadata) == 0 {
+		raw.attrKeys, raw.attrValues = st.attrKeys, st.attrValues // shared, read-only
+	} else {
+		raw.attrKeys, raw.attrValues = attrs(e)
+	}
 	if bootChanged {
 		st.run.addBoot(b, bf)
 	}
