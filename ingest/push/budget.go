@@ -3,29 +3,41 @@ package push
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Budget bounds the decompressed push bytes held in memory across all
 // requests at once. Each request reserves its bytes as it reads them and
 // keeps them until it is answered, so the total of bodies being read,
-// decoded and handed to the sink never exceeds the bound. A request whose
-// next read would pass it is answered 503 with Retry-After (ErrUnavailable)
-// and releases what it held, so the requests that remain can finish: under
-// contention some requests fail fast instead of all of them waiting.
+// decoded and handed to the sink never exceeds the bound.
+//
+// When a read would pass the bound, the oldest request still being handled
+// waits for room (the others are failing and releasing theirs); every
+// other request is answered 503 with Retry-After (ErrUnavailable) and
+// releases what it held. So under contention the oldest body always gets
+// through, the rest fail fast, and nothing waits on a request that waits.
 type Budget struct {
 	max int64
 
-	mu   sync.Mutex
-	used int64
-	peak int64
+	mu     sync.Mutex
+	cond   *sync.Cond
+	used   int64
+	peak   int64
+	seq    uint64
+	active map[uint64]bool
 }
+
+// budgetWait bounds how long the oldest request waits for room.
+const budgetWait = 30 * time.Second
 
 // NewBudget returns a budget of max bytes; max <= 0 means unbounded (nil).
 func NewBudget(max int64) *Budget {
 	if max <= 0 {
 		return nil
 	}
-	return &Budget{max: max}
+	b := &Budget{max: max, active: map[uint64]bool{}}
+	b.cond = sync.NewCond(&b.mu)
+	return b
 }
 
 // Max is the bound in bytes.
@@ -44,6 +56,7 @@ func (b *Budget) InUse() (now, peak int64) {
 // reservation is one request's share of a Budget; nil means unbounded.
 type reservation struct {
 	b    *Budget
+	seq  uint64
 	held int64
 }
 
@@ -51,7 +64,21 @@ func (b *Budget) reserve() *reservation {
 	if b == nil {
 		return nil
 	}
-	return &reservation{b: b}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	b.active[b.seq] = true
+	return &reservation{b: b, seq: b.seq}
+}
+
+// oldest reports whether r is the oldest active reservation. mu held.
+func (r *reservation) oldest() bool {
+	for s := range r.b.active {
+		if s < r.seq {
+			return false
+		}
+	}
+	return true
 }
 
 // grow reserves n more bytes or fails with ErrUnavailable.
@@ -62,8 +89,16 @@ func (r *reservation) grow(n int64) error {
 	b := r.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used+n > b.max {
-		return fmt.Errorf("%w: push bodies being handled would exceed the in-flight bound of %d decompressed bytes", ErrUnavailable, b.max)
+	deadline := time.Now().Add(budgetWait)
+	for b.used+n > b.max {
+		if r.held+n > b.max || !r.oldest() || time.Now().After(deadline) {
+			return fmt.Errorf("%w: push bodies being handled would exceed the in-flight bound of %d decompressed bytes", ErrUnavailable, b.max)
+		}
+		// Woken by every release; the deadline is checked then, and a
+		// timer makes sure a wakeup comes.
+		t := time.AfterFunc(time.Until(deadline), func() { b.mu.Lock(); b.cond.Broadcast(); b.mu.Unlock() })
+		b.cond.Wait()
+		t.Stop()
 	}
 	b.used += n
 	r.held += n
@@ -73,13 +108,16 @@ func (r *reservation) grow(n int64) error {
 	return nil
 }
 
-// release returns everything r holds.
+// release returns everything r holds and ends it.
 func (r *reservation) release() {
-	if r == nil || r.held == 0 {
+	if r == nil {
 		return
 	}
-	r.b.mu.Lock()
-	r.b.used -= r.held
-	r.b.mu.Unlock()
+	b := r.b
+	b.mu.Lock()
+	b.used -= r.held
 	r.held = 0
+	delete(b.active, r.seq)
+	b.cond.Broadcast()
+	b.mu.Unlock()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
 	"strings"
@@ -101,6 +102,11 @@ func (b *builder) ndjsonLine(raw []byte, n int, now time.Time) error {
 		if f.v != nil {
 			stream[f.name] = *f.v
 		}
+	}
+	// Consecutive lines of one stream share one map, as Loki pushes do:
+	// a map per line would cost more than the line itself.
+	if n := len(b.out); n > 0 && maps.Equal(b.out[n-1].Stream, stream) {
+		stream = b.out[n-1].Stream
 	}
 	if err := b.add(stream, ts, line, l.Metadata, func() string { return fmt.Sprintf("line %d", n) }); err != nil {
 		return err
