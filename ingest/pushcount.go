@@ -27,6 +27,9 @@ type streamDelta struct {
 	// cands may already be stored: their time is not after the last
 	// time counted for the stream, so dropStored asks ClickHouse.
 	cands []countCand
+	// candIDs are the candidates' ids: written by this attempt, so if it
+	// fails they are stored but not counted (see pushStream.uncounted).
+	candIDs []uint64
 }
 
 type countCand struct {
@@ -115,13 +118,33 @@ func (a *accounting) dropStored(ctx context.Context, s Store) error {
 	for _, st := range a.order {
 		d := a.deltas[st]
 		for _, c := range d.cands {
-			if !stored[c.id] {
+			// Stored by an earlier attempt that failed before its counts
+			// were saved: stored, but not counted yet.
+			if !stored[c.id] || st.uncounted[c.id] {
 				d.count(c)
 			}
+			d.candIDs = append(d.candIDs, c.id)
 		}
 		d.cands = nil
 	}
 	return nil
+}
+
+// failed records that this attempt's lines may be stored without being
+// counted, so that the retry counts them.
+func (a *accounting) failed() {
+	for _, st := range a.order {
+		d := a.deltas[st]
+		if len(d.candIDs) == 0 {
+			continue
+		}
+		if st.uncounted == nil {
+			st.uncounted = map[uint64]bool{}
+		}
+		for _, id := range d.candIDs {
+			st.uncounted[id] = true
+		}
+	}
 }
 
 // checkpoints returns the streams' checkpoints as they are once this
@@ -152,6 +175,10 @@ func (d *streamDelta) apply(cp checkpoint) checkpoint {
 // commit applies the write's counts to the streams.
 func (a *accounting) commit() {
 	for _, st := range a.order {
-		st.cp = a.deltas[st].apply(st.cp)
+		d := a.deltas[st]
+		st.cp = d.apply(st.cp)
+		for _, id := range d.candIDs {
+			delete(st.uncounted, id)
+		}
 	}
 }

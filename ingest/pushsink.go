@@ -111,6 +111,9 @@ type pushStream struct {
 	// noTS remembers when lines without a timestamp were first stored, by
 	// line id, so that a client's retry stores them at the same time.
 	noTS map[uint64]time.Time
+	// uncounted holds ids of lines a failed write may have stored before
+	// their counts were saved; the retry counts them although stored.
+	uncounted map[uint64]bool
 	// attrKeys/attrValues are the stream's labels and tenant as raw_lines
 	// attributes, shared by its entries without structured metadata.
 	attrKeys, attrValues []string
@@ -537,10 +540,12 @@ func (s *PushSink) writeRecords(ctx context.Context, recs []pushRecord) (int, er
 		return 0, err
 	}
 	if err := write(ctx, s.store, &b); err != nil {
+		acc.failed()
 		return 0, err
 	}
 	cps := acc.checkpoints()
 	if err := saveCheckpoints(ctx, s.store, cps); err != nil {
+		acc.failed()
 		return 0, err
 	}
 	acc.commit()
