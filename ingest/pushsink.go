@@ -342,8 +342,10 @@ func (s *PushSink) deliver(ctx context.Context, raws [][]byte) (int, error) {
 		s.limit = min(drainMaxRecords, 2*s.limit)
 		s.drained.Add(int64(len(recs)))
 		s.drainedLines.Add(int64(lines))
-		if len(recs) < len(raws) && recs[len(recs)-1].arrival.UnixNano() > 0 {
-			s.headArrival.Store(recs[len(recs)-1].arrival.UnixNano())
+		// What is left arrived after the last push stored: its age bounds
+		// the lag (drainOnce clears it when the spool is empty).
+		if a := recs[len(recs)-1].arrival; !a.IsZero() {
+			s.headArrival.Store(a.UnixNano())
 		}
 		return len(recs), nil
 	}

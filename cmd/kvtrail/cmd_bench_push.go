@@ -67,7 +67,7 @@ ingest path on the same lines, in the same run.`,
 	c.Flags().DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long the shippers push")
 	c.Flags().DurationVar(&cfg.Outage, "outage", time.Minute, "ClickHouse is stopped this long in the middle (0: no outage)")
 	c.Flags().IntVar(&cfg.LinesPerPush, "lines", 200, "lines per push")
-	c.Flags().DurationVar(&cfg.Pause, "pause", 100*time.Millisecond, "each shipper's pause between pushes")
+	c.Flags().DurationVar(&cfg.Pause, "pause", time.Second, "each shipper's pause between pushes (promtail sends a batch about every second)")
 	c.Flags().IntVar(&cfg.DrainLines, "drain-lines", 200_000, "lines for the drain-speed measurement (0: skip)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the work directory (ClickHouse data, spool)")
 	return c
