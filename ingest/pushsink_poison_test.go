@@ -98,7 +98,12 @@ func TestPoisonSpoolRecordIsQuarantined(t *testing.T) {
 	if err := sp.Append(buf.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	sink := ingest.NewPushSink(s, sp, nil)
+	dead, err := spool.Open(filepath.Join(dir, "dead-letter"), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	sink := ingest.NewPushSink(s, sp, nil, ingest.WithDeadLetter(dead))
 	ok := []push.Entry{{Stream: map[string]string{"node": "pz", "role": "prefill", "format": "sglang"}, Ts: time.Now().UTC(), Line: "b"}}
 	if err := sink.Accept(context.Background(), ok); err != nil {
 		t.Fatal(err)
@@ -110,5 +115,74 @@ func TestPoisonSpoolRecordIsQuarantined(t *testing.T) {
 	if got := count(t, s, "SELECT count() FROM raw_lines WHERE node = 'pz' AND line = 'b'"); got != 1 {
 		t.Errorf("line behind the poison record stored %d times, want 1", got)
 	}
+	if st := sink.Stats(); st.Quarantined != 1 || st.DeadLetterRecords != 1 || !strings.Contains(st.Recent[0].Reason, `format "json" is unknown`) {
+		t.Errorf("stats %+v: want the poison push quarantined, kept and its reason shown", st)
+	}
 	sp.Close()
+}
+
+// answeringStore answers pings but fails every read and write: to the
+// drain, every spooled push looks unstorable while ClickHouse is up.
+type answeringStore struct{ downStore }
+
+func (answeringStore) Ping(context.Context) error { return nil }
+
+// A push whose writes keep failing while ClickHouse answers is isolated
+// (the batch is halved until it is alone), tried maxTries times, moved to
+// the dead letter with the reason and reported; the dead letter can be
+// requeued once the cause is fixed. During an outage (no answer to the
+// ping) nothing is quarantined, however long it lasts.
+func TestWriteFailuresQuarantineAfterTries(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	sp, err := spool.Open(filepath.Join(dir, "spool"), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	dead, err := spool.Open(filepath.Join(dir, "spool", "dead-letter"), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	entry := func(i int) []push.Entry {
+		return []push.Entry{{Stream: map[string]string{"node": "q", "role": "decode"}, Ts: time.Unix(1783296000+int64(i), 0).UTC(), Line: "x"}}
+	}
+	// An outage: many attempts, nothing quarantined.
+	down := ingest.NewPushSink(downStore{}, sp, nil, ingest.WithDeadLetter(dead), ingest.WithMaxTries(2))
+	for i := 0; i < 3; i++ {
+		if err := down.Accept(ctx, entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := down.Drain(ctx); err == nil {
+			t.Fatal("drain into a down ClickHouse succeeded")
+		}
+	}
+	if sp.Len() != 3 || dead.Len() != 0 {
+		t.Fatalf("after an outage: spool %d, dead letter %d; want 3 and 0", sp.Len(), dead.Len())
+	}
+	// ClickHouse answers but refuses them: isolated, tried, quarantined.
+	var hooked []ingest.Quarantined
+	sink := ingest.NewPushSink(answeringStore{}, sp, nil, ingest.WithDeadLetter(dead), ingest.WithMaxTries(2),
+		ingest.WithQuarantineHook(func(q ingest.Quarantined) { hooked = append(hooked, q) }))
+	for i := 0; i < 50 && sp.Len() > 0; i++ {
+		_, _ = sink.Drain(ctx)
+	}
+	if sp.Len() != 0 || dead.Len() != 3 {
+		t.Fatalf("spool %d, dead letter %d; want 0 and 3", sp.Len(), dead.Len())
+	}
+	st := sink.Stats()
+	if st.Quarantined != 3 || st.DeadLetterRecords != 3 || len(hooked) != 3 || len(st.Recent) != 3 {
+		t.Fatalf("stats %+v, hook calls %d; want 3 quarantined, reported and visible", st, len(hooked))
+	}
+	if r := st.Recent[0].Reason; !strings.Contains(r, "write failed 2 times while ClickHouse answered") {
+		t.Errorf("reason %q", r)
+	}
+	// The cause fixed (here: the same spool, requeued), they come back.
+	n, err := sink.Requeue(ctx, dead)
+	if err != nil || n != 3 || sp.Len() != 3 || dead.Len() != 0 {
+		t.Fatalf("requeue: %d %v; spool %d dead %d", n, err, sp.Len(), dead.Len())
+	}
 }
