@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvtrail/kvtrail/analyze/alert"
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/ingest/push"
 	"github.com/kvtrail/kvtrail/ingest/spool"
@@ -74,7 +77,7 @@ func (a *app) mountIngest(ctx context.Context, r *gin.Engine, store ingest.Store
 	if n := dead.Len(); n > 0 {
 		a.log.Warn("the push dead letter holds pushes that could not be stored", slog.Int("records", n))
 	}
-	sink := ingest.NewPushSink(store, sp, a.log, ingest.WithDeadLetter(dead))
+	sink := ingest.NewPushSink(store, sp, a.log, ingest.WithDeadLetter(dead), ingest.WithQuarantineHook(a.quarantineAlert(ctx)))
 	budget := push.NewBudget(inflightBound(cfg.MaxInflightBytes, cfg.MaxDecompressedBytes, a.cfg.MemoryLimit))
 	lim := push.Limits{MaxCompressedBytes: cfg.MaxBodyBytes, MaxDecompressedBytes: cfg.MaxDecompressedBytes}
 	m := newPushMetrics(reg, sink, budget)
@@ -110,6 +113,31 @@ func (a *app) mountIngest(ctx context.Context, r *gin.Engine, store ingest.Store
 	}
 	go sink.RunDrain(ctx, cfg.FlushInterval)
 	return closeAll, nil
+}
+
+// quarantineAlert sends an alert to the alert webhook (alerts.enabled,
+// alerts.webhook_url) for every quarantined push. The reason is not sent:
+// it may quote a ClickHouse error, which may quote the data; it is in the
+// log and in GET /ingest/v1/status.
+func (a *app) quarantineAlert(ctx context.Context) func(ingest.Quarantined) {
+	u := a.cfg.Alerts.WebhookURL.Reveal()
+	if !a.cfg.Alerts.Enabled || u == "" {
+		return nil
+	}
+	wh := &alert.Webhook{URL: u}
+	return func(q ingest.Quarantined) {
+		al := alert.Alert{GroupKey: "push_quarantine", Analyzer: "push_quarantine", Severity: "HIGH", Count: 1,
+			FirstTS: q.Time, LastTS: q.Time, Title: "A spooled push could not be stored and was quarantined",
+			Explanation: fmt.Sprintf("%d entries from %s were moved to the push dead letter; see GET /ingest/v1/status, "+
+				"and POST /ingest/v1/dead-letter/requeue once the cause is fixed.", q.Entries, strings.Join(q.Streams, " "))}
+		go func() {
+			nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if err := wh.Notify(nctx, []alert.Alert{al}); err != nil {
+				a.log.Warn("quarantine alert not delivered", slog.String("error", err.Error()))
+			}
+		}()
+	}
 }
 
 // inflightBound is ingest.max_inflight_bytes, or when 0 the larger of one
