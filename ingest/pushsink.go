@@ -66,7 +66,9 @@ type PushSink struct {
 	streams map[string]*pushStream
 	limit   int            // records per drain batch, halved while isolating a failure
 	tries   map[string]int // write failures per record (by content digest)
-	recent  []Quarantined  // last quarantined records, newest last
+
+	recentMu sync.Mutex    // not mu: Stats must not wait for a drain write
+	recent   []Quarantined // last quarantined records, newest last
 
 	headArrival  atomic.Int64 // unix ns of the oldest push not yet stored; 0 if none known
 	drained      atomic.Int64 // pushes stored by the drain
@@ -399,10 +401,12 @@ func (s *PushSink) quarantine(raw []byte, rec pushRecord, reason string) Quarant
 		}
 	}
 	s.quarantined.Add(1)
+	s.recentMu.Lock()
 	s.recent = append(s.recent, q)
 	if len(s.recent) > 100 {
 		s.recent = s.recent[1:]
 	}
+	s.recentMu.Unlock()
 	s.log.Error("spooled push quarantined", slog.String("reason", reason), slog.Int("entries", q.Entries),
 		slog.String("streams", strings.Join(q.Streams, " ")), slog.String("record", kept))
 	return q
@@ -507,9 +511,9 @@ func (s *PushSink) Stats() PushStats {
 	if s.dead != nil {
 		st.DeadLetterRecords, st.DeadLetterBytes = s.dead.Len(), s.dead.Size()
 	}
-	s.mu.Lock()
+	s.recentMu.Lock()
 	st.Recent = append([]Quarantined(nil), s.recent...)
-	s.mu.Unlock()
+	s.recentMu.Unlock()
 	return st
 }
 
