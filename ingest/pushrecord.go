@@ -81,6 +81,10 @@ func encodeRecord(arrival time.Time, entries []push.Entry) []byte {
 	idx := make([]int, len(entries))
 	var sets []map[string]string
 	for i := range entries {
+		if i > 0 && sameMap(entries[i].Stream, entries[i-1].Stream) {
+			idx[i] = idx[i-1]
+			continue
+		}
 		k := labelString(entries[i].Stream)
 		j, ok := setIdx[k]
 		if !ok {

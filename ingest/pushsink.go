@@ -88,7 +88,7 @@ type Quarantined struct {
 // backlog drains at the ingest path's speed, small enough to bound memory.
 const (
 	drainMaxRecords = 4096
-	drainMaxBytes   = 32 << 20
+	drainMaxBytes   = 8 << 20
 	// DefaultMaxTries is how often a spooled push is written before it is
 	// quarantined, counting only attempts made while ClickHouse answered.
 	DefaultMaxTries = 5
