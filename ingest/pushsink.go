@@ -64,8 +64,13 @@ type PushSink struct {
 
 	mu      sync.Mutex // parsing state, the writes and the drain's own state below
 	streams map[string]*pushStream
-	limit   int            // records per drain batch, halved while isolating a failure
-	tries   map[string]int // write failures per record (by content digest)
+	limit   int               // records per drain batch, halved while isolating a failure
+	tries   map[string]*tries // write failures per record (by content digest)
+	// minAge is how long a push must have been failing before it is
+	// quarantined, so that a ClickHouse that answers pings but refuses
+	// writes for a while (too many parts, a replica catching up) does not
+	// send healthy pushes to the dead letter.
+	minAge time.Duration
 
 	recentMu sync.Mutex    // not mu: Stats must not wait for a drain write
 	recent   []Quarantined // last quarantined records, newest last
@@ -74,6 +79,11 @@ type PushSink struct {
 	drained      atomic.Int64 // pushes stored by the drain
 	drainedLines atomic.Int64
 	quarantined  atomic.Int64
+}
+
+type tries struct {
+	n     int
+	first time.Time
 }
 
 // Quarantined describes a spooled push moved to the dead letter.
@@ -137,6 +147,10 @@ func WithMaxTries(n int) PushOption {
 	}
 }
 
+// WithQuarantineAfter sets how long a spooled push must have been failing
+// (besides the tries) before it is quarantined (default 1 minute).
+func WithQuarantineAfter(d time.Duration) PushOption { return func(s *PushSink) { s.minAge = d } }
+
 // WithQuarantineHook is called (without locks held) for every push moved
 // to the dead letter, e.g. to alert.
 func WithQuarantineHook(f func(Quarantined)) PushOption { return func(s *PushSink) { s.onDead = f } }
@@ -148,7 +162,7 @@ func NewPushSink(store Store, sp Spool, log *slog.Logger, opts ...PushOption) *P
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &PushSink{store: store, spool: sp, log: log, timeout: 30 * time.Second, maxTries: DefaultMaxTries,
-		streams: map[string]*pushStream{}, limit: drainMaxRecords, tries: map[string]int{}, wake: make(chan struct{}, 1)}
+		streams: map[string]*pushStream{}, limit: drainMaxRecords, tries: map[string]*tries{}, minAge: time.Minute, wake: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -338,8 +352,10 @@ func (s *PushSink) deliver(ctx context.Context, raws [][]byte) (int, error) {
 	defer cancel()
 	lines, err := s.writeRecords(wctx, recs)
 	if err == nil {
-		for _, raw := range raws[:len(recs)] {
-			delete(s.tries, recordKey(raw))
+		if len(s.tries) > 0 {
+			for _, raw := range raws[:len(recs)] {
+				delete(s.tries, recordKey(raw))
+			}
 		}
 		s.limit = min(drainMaxRecords, 2*s.limit)
 		s.drained.Add(int64(len(recs)))
@@ -359,12 +375,18 @@ func (s *PushSink) deliver(ctx context.Context, raws [][]byte) (int, error) {
 		return 0, err
 	}
 	k := recordKey(raws[0])
-	s.tries[k]++
-	if s.tries[k] < s.maxTries {
-		return 0, fmt.Errorf("write failed (try %d of %d): %w", s.tries[k], s.maxTries, err)
+	tr := s.tries[k]
+	if tr == nil {
+		tr = &tries{first: time.Now()}
+		s.tries[k] = tr
+	}
+	tr.n++
+	if tr.n < s.maxTries || time.Since(tr.first) < s.minAge {
+		return 0, fmt.Errorf("write failed (try %d, quarantined after %d and %s): %w", tr.n, s.maxTries, s.minAge, err)
 	}
 	delete(s.tries, k)
-	q := s.quarantine(raws[0], recs[0], fmt.Sprintf("write failed %d times while ClickHouse answered: %v", s.maxTries, err))
+	q := s.quarantine(raws[0], recs[0], fmt.Sprintf("write failed %d times over %s while ClickHouse answered: %v",
+		tr.n, time.Since(tr.first).Round(time.Second), err))
 	s.unlock(func() { s.notify(q) })
 	return 1, nil
 }

@@ -163,10 +163,19 @@ func TestWriteFailuresQuarantineAfterTries(t *testing.T) {
 	if sp.Len() != 3 || dead.Len() != 0 {
 		t.Fatalf("after an outage: spool %d, dead letter %d; want 3 and 0", sp.Len(), dead.Len())
 	}
+	// ClickHouse answers but refuses writes for less than the quarantine
+	// age (default 1 minute): tries pile up, nothing is quarantined.
+	patient := ingest.NewPushSink(answeringStore{}, sp, nil, ingest.WithDeadLetter(dead), ingest.WithMaxTries(2))
+	for i := 0; i < 30; i++ {
+		_, _ = patient.Drain(ctx)
+	}
+	if sp.Len() != 3 || dead.Len() != 0 {
+		t.Fatalf("refused for seconds only: spool %d, dead letter %d; want 3 and 0", sp.Len(), dead.Len())
+	}
 	// ClickHouse answers but refuses them: isolated, tried, quarantined.
 	var hooked []ingest.Quarantined
 	sink := ingest.NewPushSink(answeringStore{}, sp, nil, ingest.WithDeadLetter(dead), ingest.WithMaxTries(2),
-		ingest.WithQuarantineHook(func(q ingest.Quarantined) { hooked = append(hooked, q) }))
+		ingest.WithQuarantineAfter(0), ingest.WithQuarantineHook(func(q ingest.Quarantined) { hooked = append(hooked, q) }))
 	for i := 0; i < 50 && sp.Len() > 0; i++ {
 		_, _ = sink.Drain(ctx)
 	}
@@ -177,7 +186,7 @@ func TestWriteFailuresQuarantineAfterTries(t *testing.T) {
 	if st.Quarantined != 3 || st.DeadLetterRecords != 3 || len(hooked) != 3 || len(st.Recent) != 3 {
 		t.Fatalf("stats %+v, hook calls %d; want 3 quarantined, reported and visible", st, len(hooked))
 	}
-	if r := st.Recent[0].Reason; !strings.Contains(r, "write failed 2 times while ClickHouse answered") {
+	if r := st.Recent[0].Reason; !strings.Contains(r, "write failed 2 times over") || !strings.Contains(r, "while ClickHouse answered") {
 		t.Errorf("reason %q", r)
 	}
 	// The cause fixed (here: the same spool, requeued), they come back.
