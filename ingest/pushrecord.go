@@ -188,18 +188,21 @@ func (r *recordReader) str() string {
 	return s
 }
 
-// count reads a length that must fit in what is left (at least one byte
+// count reads a length that must fit in what is left (at least min bytes
 // per element), so a corrupt count cannot make us allocate gigabytes.
-func (r *recordReader) count() int {
+func (r *recordReader) count(min uint64) int {
 	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b)) {
+	if r.err == nil && n > uint64(len(r.b))/min {
 		r.err = errCorruptRecord
+	}
+	if r.err != nil {
+		return 0
 	}
 	return int(n)
 }
 
 func (r *recordReader) strMap() map[string]string {
-	n := r.count()
+	n := r.count(2) // a name and a value, each at least a length byte
 	if n == 0 || r.err != nil {
 		return nil
 	}
@@ -226,7 +229,7 @@ func decodeRecord(b []byte) (pushRecord, error) {
 	if ns := r.varint(); ns != 0 {
 		rec.arrival = time.Unix(0, ns).UTC()
 	}
-	sets := make([]map[string]string, r.count())
+	sets := make([]map[string]string, r.count(1))
 	rec.sets = make([]string, len(sets))
 	for i := range sets {
 		sets[i] = r.strMap()
@@ -235,7 +238,8 @@ func decodeRecord(b []byte) (pushRecord, error) {
 		}
 		rec.sets[i] = labelString(sets[i])
 	}
-	rec.entries = make([]push.Entry, r.count())
+	// An entry is at least 6 bytes: set, flags, ts, line, tenant, metadata.
+	rec.entries = make([]push.Entry, r.count(6))
 	rec.set = make([]int, len(rec.entries))
 	for i := range rec.entries {
 		e := &rec.entries[i]
