@@ -41,6 +41,15 @@ type countCand struct {
 
 func newAccounting() *accounting { return &accounting{deltas: map[*pushStream]*streamDelta{}} }
 
+// merge adds o's streams, which are not in a (each stream is parsed by
+// one worker).
+func (a *accounting) merge(o *accounting) {
+	for _, st := range o.order {
+		a.order = append(a.order, st)
+		a.deltas[st] = o.deltas[st]
+	}
+}
+
 func (a *accounting) add(st *pushStream, id uint64, ts time.Time, status parse.Status, bytes uint64) {
 	d := a.deltas[st]
 	if d == nil {

@@ -12,6 +12,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -544,8 +545,11 @@ func (s *PushSink) Stats() PushStats {
 // counters change only once both writes succeeded, so a failed attempt
 // that is retried is not counted twice. mu held.
 func (s *PushSink) writeRecords(ctx context.Context, recs []pushRecord) (int, error) {
-	var b Batch
-	acc := newAccounting()
+	// Streams are parsed in parallel, each stream's entries in order by
+	// one worker: parsing state is per stream, so nothing is shared.
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	items := make([][]pushItem, workers)
+	workerOf := map[*pushStream]int{}
 	lines := 0
 	for _, rec := range recs {
 		ids := noTSIdentities(rec.entries)
@@ -560,9 +564,37 @@ func (s *PushSink) writeRecords(ctx context.Context, recs []pushRecord) (int, er
 				}
 				streams[j] = st
 			}
-			s.addEntry(&b, acc, st, e, ids[i])
+			w, ok := workerOf[st]
+			if !ok {
+				w = len(workerOf) % workers
+				workerOf[st] = w
+			}
+			items[w] = append(items[w], pushItem{st: st, e: e, id: ids[i]})
 			lines++
 		}
+	}
+	batches := make([]Batch, workers)
+	accs := make([]*accounting, workers)
+	var wg sync.WaitGroup
+	for w := range items {
+		accs[w] = newAccounting()
+		if len(items[w]) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, it := range items[w] {
+				s.addEntry(&batches[w], accs[w], it.st, it.e, it.id)
+			}
+		}()
+	}
+	wg.Wait()
+	b := batches[0]
+	acc := accs[0]
+	for w := 1; w < workers; w++ {
+		b.merge(&batches[w])
+		acc.merge(accs[w])
 	}
 	if err := acc.dropStored(ctx, s.store); err != nil {
 		return 0, err
@@ -635,6 +667,27 @@ func (s *PushSink) evict() {
 		}
 	}
 	delete(s.streams, oldest)
+}
+
+// pushItem is one entry to parse, with its stream and timeless identity.
+type pushItem struct {
+	st *pushStream
+	e  push.Entry
+	id int64
+}
+
+// merge appends o's rows to b.
+func (b *Batch) merge(o *Batch) {
+	b.raw = append(b.raw, o.raw...)
+	b.ids = append(b.ids, o.ids...)
+	b.boots = append(b.boots, o.boots...)
+	b.engine = append(b.engine, o.engine...)
+	b.batches = append(b.batches, o.batches...)
+	b.transfer = append(b.transfer, o.transfer...)
+	b.gateway = append(b.gateway, o.gateway...)
+	b.metrics = append(b.metrics, o.metrics...)
+	b.pages = append(b.pages, o.pages...)
+	b.bytes += o.bytes
 }
 
 // pushOffset stands in for a byte offset: pushed lines have none, so their
