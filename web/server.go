@@ -4,7 +4,9 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -54,7 +56,13 @@ type Options struct {
 	Analyzer CaseAnalyzer
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// ReadyChecks add to /readyz: each names a component, describes its
+	// state (shown under its name) and says whether it is ready.
+	ReadyChecks []ReadyCheck
 }
+
+// ReadyCheck reports one component's readiness for /readyz.
+type ReadyCheck func() (name string, info any, ready bool)
 
 // server holds the UI and API handlers' dependencies.
 type server struct {
@@ -108,7 +116,7 @@ func NewServer(o Options) (*gin.Engine, error) {
 	}
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "version": o.Version}) })
-	r.GET("/readyz", readyz(o.DB))
+	r.GET("/readyz", withReadyChecks(readyz(o.DB), o.ReadyChecks))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry})))
 	if o.Conn == nil {
 		return r, nil
@@ -117,6 +125,46 @@ func NewServer(o Options) (*gin.Engine, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// withReadyChecks runs the database check, then adds each extra check's
+// state to the JSON answer; any unready check makes it 503.
+func withReadyChecks(db gin.HandlerFunc, checks []ReadyCheck) gin.HandlerFunc {
+	if len(checks) == 0 {
+		return db
+	}
+	return func(c *gin.Context) {
+		rec := &capture{ResponseWriter: c.Writer}
+		c.Writer = rec
+		db(c)
+		c.Writer = rec.ResponseWriter
+		body := gin.H{}
+		_ = json.Unmarshal(rec.body.Bytes(), &body)
+		code := rec.status
+		for _, ch := range checks {
+			name, info, ok := ch()
+			body[name] = info
+			if !ok {
+				code = http.StatusServiceUnavailable
+				body["status"] = "unavailable"
+			}
+		}
+		c.JSON(code, body)
+	}
+}
+
+// capture holds back a handler's answer so that it can be extended.
+type capture struct {
+	gin.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (w *capture) WriteHeader(code int)        { w.status = code }
+func (w *capture) WriteHeaderNow()             {}
+func (w *capture) Write(b []byte) (int, error) { return w.body.Write(b) }
+func (w *capture) WriteString(s string) (int, error) {
+	return w.body.WriteString(s)
 }
 
 func readyz(db Pinger) gin.HandlerFunc {

@@ -41,13 +41,15 @@ func newServeCmd(a *app) *cobra.Command {
 // gracefully. ready, if set, is called with the base URL once listening.
 func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string)) error {
 	reg := prometheus.NewRegistry()
+	pushReady := &ingestReady{}
 	router, err := web.NewServer(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg,
 		Conn: s, Auth: a.cfg.Auth, ExportDir: a.cfg.Serve.ExportDir,
-		Analyzer: caseAnalyzer{db: s, cfg: a.analyzeConfig(), log: a.log}})
+		Analyzer:    caseAnalyzer{db: s, cfg: a.analyzeConfig(), log: a.log},
+		ReadyChecks: []web.ReadyCheck{pushReady.check}})
 	if err != nil {
 		return err
 	}
-	closeIngest, err := a.mountIngest(ctx, router, s, reg)
+	closeIngest, err := a.mountIngest(ctx, router, s, reg, pushReady)
 	if err != nil {
 		return err
 	}

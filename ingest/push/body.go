@@ -30,6 +30,21 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// reservingReader reserves every byte it returns in the request's share of
+// the in-flight budget, failing with ErrUnavailable past the bound.
+type reservingReader struct {
+	r   io.Reader
+	res *reservation
+}
+
+func (rr *reservingReader) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	if gerr := rr.res.grow(int64(n)); gerr != nil {
+		return 0, gerr
+	}
+	return n, err
+}
+
 // readBody reads the whole body, undoing Content-Encoding, and enforces
 // both size limits. Reading one byte past each limit (LimitReader(max+1))
 // is how an oversized body is told apart from one exactly at the limit.
@@ -47,8 +62,11 @@ func readBody(r *http.Request, lim Limits) ([]byte, sizes, error) {
 		sz.compressed = wire.n
 		return nil, sz, err
 	}
-	data, err := io.ReadAll(io.LimitReader(dec, lim.MaxDecompressedBytes+1))
+	data, err := io.ReadAll(&reservingReader{r: io.LimitReader(dec, lim.MaxDecompressedBytes+1), res: lim.res})
 	sz.compressed, sz.decompressed = wire.n, int64(len(data))
+	if errors.Is(err, ErrUnavailable) {
+		return nil, sz, err
+	}
 	// The compressed check comes first: a body cut off at the limit also
 	// makes the decompressor fail, and "too large" is the real cause.
 	if wire.n > lim.MaxCompressedBytes {

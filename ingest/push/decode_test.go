@@ -119,7 +119,7 @@ func TestDecodeLoki(t *testing.T) {
 		{name: "line at limit", req: newReq(exactLine), lim: small, want: []push.Entry{{Stream: map[string]string{"job": "j"}, Ts: t0, Line: bigLine[:1024]}}},
 
 		{name: "huge line", req: newReq(bigLineBody), lim: small, wantErr: push.ErrTooLarge},
-		{name: "too many entries", req: newReq(MustProtoBody(t, logproto.Stream{Labels: `{a="b"}`, Entries: make([]logproto.Entry, 3)})), lim: small, wantErr: push.ErrTooLarge},
+		{name: "too many entries", req: newReq(MustProtoBody(t, logproto.Stream{Labels: `{a="b"}`, Entries: []logproto.Entry{{Timestamp: t0}, {Timestamp: t0}, {Timestamp: t0}}})), lim: small, wantErr: push.ErrTooLarge},
 		{name: "compressed limit by Content-Length", req: newReq(make([]byte, 65<<10), "Content-Type", ctJSON), lim: small, wantErr: push.ErrTooLarge},
 		{name: "compressed limit streamed", req: chunked(make([]byte, 65<<10), ctJSON), lim: small, wantErr: push.ErrTooLarge},
 		{name: "gzip bomb", req: newReq(gzipped(zeros), "Content-Type", ctJSON, "Content-Encoding", "gzip"), lim: small, wantErr: push.ErrTooLarge},
@@ -141,6 +141,9 @@ func TestDecodeLoki(t *testing.T) {
 		{name: "json bad metadata", req: newReq([]byte(`{"streams":[{"stream":{},"values":[["1","x",["`+secret+`"]]]}]}`), "Content-Type", ctJSON), wantErr: push.ErrBadRequest},
 		{name: "json legacy bad ts", req: newReq([]byte(`{"streams":[{"labels":"{}","entries":[{"ts":"`+secret+`","line":"x"}]}]}`), "Content-Type", ctJSON), wantErr: push.ErrBadRequest},
 		{name: "invalid tenant", req: newReq(protoBody, "X-Scope-OrgID", "a/b"), wantErr: push.ErrBadRequest},
+		{name: "protobuf year 9999", req: newReq(MustProtoBody(t, logproto.Stream{Labels: `{job="j"}`, Entries: []logproto.Entry{{Timestamp: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Line: secret}}})), wantErr: push.ErrBadRequest},
+		{name: "protobuf before 1970", req: newReq(MustProtoBody(t, logproto.Stream{Labels: `{job="j"}`, Entries: []logproto.Entry{{Timestamp: time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC), Line: secret}}})), wantErr: push.ErrBadRequest},
+		{name: "json negative ns", req: newReq([]byte(`{"streams":[{"stream":{},"values":[["-1","`+secret+`"]]}]}`), "Content-Type", ctJSON), wantErr: push.ErrBadRequest},
 		{name: "tenant too long", req: newReq(protoBody, "X-Scope-OrgID", strings.Repeat("a", 151)), wantErr: push.ErrBadRequest},
 	})
 }
@@ -169,8 +172,21 @@ func TestDecodeNDJSON(t *testing.T) {
 		{name: "gzip", req: newReq(gzipped(body), "Content-Encoding", "gzip", "X-Scope-OrgID", "t1"), want: want},
 		{name: "deflate", req: newReq(deflated(body), "Content-Encoding", "deflate", "X-Scope-OrgID", "t1"), want: want},
 		{name: "empty body", req: newReq(nil)},
-		{name: "negative fractional epoch", req: newReq(line(`{"ts":-1.5,"line":"x"}`)),
-			want: []push.Entry{{Stream: map[string]string{}, Ts: time.Unix(-2, 5e8), Line: "x"}}},
+		// The storable range's edges: the epoch itself and the last day
+		// ClickHouse DateTime holds are kept; a second outside is refused
+		// (before, 1969 was clamped to 1970 and 9999 to 2105, silently).
+		{name: "epoch zero", req: newReq(line(`{"ts":0,"line":"x"}`)),
+			want: []push.Entry{{Stream: map[string]string{}, Ts: time.Unix(0, 0), Line: "x"}}},
+		{name: "1970 rfc3339", req: newReq(line(`{"ts":"1970-01-01T00:00:00Z","line":"x"}`)),
+			want: []push.Entry{{Stream: map[string]string{}, Ts: time.Unix(0, 0), Line: "x"}}},
+		{name: "last storable day", req: newReq(line(`{"ts":"2105-12-31T00:00:00Z","line":"x"}`)),
+			want: []push.Entry{{Stream: map[string]string{}, Ts: push.MaxTime, Line: "x"}}},
+		{name: "negative fractional epoch", req: newReq(line(`{"ts":-1.5,"line":"x"}`)), wantErr: push.ErrBadRequest},
+		{name: "one ns before the epoch", req: newReq(line(`{"ts":"1969-12-31T23:59:59.999999999Z","line":"x"}`)), wantErr: push.ErrBadRequest},
+		{name: "year 9999", req: newReq(line(`{"ts":"9999-12-31T23:59:59Z","line":"x"}`)), wantErr: push.ErrBadRequest},
+		{name: "year 2262 ts_ns overflow", req: newReq(line(`{"ts":"2262-04-12T00:00:00Z","line":"x"}`)), wantErr: push.ErrBadRequest},
+		{name: "after 2105", req: newReq(line(`{"ts":"2105-12-31T00:00:01Z","line":"x"}`)), wantErr: push.ErrBadRequest},
+		{name: "epoch seconds year 5000", req: newReq(line(`{"ts":95617584000,"line":"x"}`)), wantErr: push.ErrBadRequest},
 		{name: "exponent epoch", req: newReq(line(`{"ts":1.7145648e9,"line":"x"}`)),
 			want: []push.Entry{{Stream: map[string]string{}, Ts: time.Unix(1714564800, 0), Line: "x"}}},
 

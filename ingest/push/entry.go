@@ -2,6 +2,7 @@ package push
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -15,6 +16,26 @@ type Entry struct {
 	Line     string            // exactly as sent, invalid UTF-8 included
 	Metadata map[string]string // per-entry structured metadata, nil if none
 	Tenant   string            // X-Scope-OrgID, "" if absent
+	// NoTS is set when the client sent no timestamp (NDJSON without "ts"):
+	// Ts is then the time the request arrived, not a time the client gave.
+	NoTS bool
+}
+
+// The range of times kvtrail can store (ClickHouse DateTime, and ts_ns in
+// nanoseconds, which overflows int64 after 2262). A pushed timestamp
+// outside it is refused rather than clamped into a wrong time.
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Date(2105, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+// CheckTime reports why t cannot be stored, or nil.
+func CheckTime(t time.Time) error {
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return fmt.Errorf("timestamp %s is outside the storable range %s to %s",
+			t.UTC().Format(time.RFC3339Nano), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Default limits. The decompressed cap is 10x the compressed one because
@@ -33,6 +54,8 @@ type Limits struct {
 	MaxDecompressedBytes int64 // after Content-Encoding and snappy
 	MaxEntries           int   // entries per request
 	MaxLineBytes         int   // bytes in one log line
+
+	res *reservation // this request's share of the handler's Budget
 }
 
 // DefaultLimits returns the default limits.

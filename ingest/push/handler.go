@@ -68,6 +68,11 @@ type Option func(*handler)
 // WithMetrics sets the metrics hook.
 func WithMetrics(m Metrics) Option { return func(h *handler) { h.metrics = m } }
 
+// WithBudget bounds the decompressed bytes of all requests being handled
+// at once (see Budget); nil means unbounded. Share one Budget between the
+// handlers of a process.
+func WithBudget(b *Budget) Option { return func(h *handler) { h.budget = b } }
+
 // WithRetryAfter sets the Retry-After sent with 503 answers.
 func WithRetryAfter(d time.Duration) Option { return func(h *handler) { h.retryAfter = d } }
 
@@ -78,6 +83,7 @@ type handler struct {
 	log        *slog.Logger
 	metrics    Metrics
 	retryAfter time.Duration
+	budget     *Budget
 	decode     func(*http.Request, Limits) ([]Entry, sizes, error)
 }
 
@@ -133,8 +139,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", st.Status)
 		return
 	}
-	entries, sz, err := h.decode(r, h.lim)
+	lim := h.lim
+	lim.res = h.budget.reserve()
+	// Held until the answer: the decoded entries live as long as the body.
+	defer lim.res.release()
+	entries, sz, err := h.decode(r, lim)
 	st.Entries, st.CompressedBytes, st.DecompressedBytes = len(entries), sz.compressed, sz.decompressed
+	if errors.Is(err, ErrUnavailable) {
+		h.unavailable(w, &st, err, err.Error()) // a budget error: content-free
+		return
+	}
 	if err != nil {
 		st.Status, st.Reason = decodeStatus(err)
 		// Decode errors are content-free by construction, so they may be
@@ -157,15 +171,33 @@ func (h *handler) sinkFailed(w http.ResponseWriter, r *http.Request, st *Request
 	// A cancelled request context means the client is gone or the server is
 	// shutting down; either way it is a retryable condition, not a bug.
 	if errors.Is(err, ErrUnavailable) || r.Context().Err() != nil {
-		st.Status, st.Reason = http.StatusServiceUnavailable, ReasonUnavailable
-		h.log.Warn("push sink unavailable", "kind", h.kind, "entries", st.Entries, "error", err)
-		w.Header().Set("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
-		http.Error(w, "temporarily unavailable, retry later", st.Status)
+		// Sink errors may quote ClickHouse, which may quote data: not sent.
+		h.unavailable(w, st, err, "")
+		return
+	}
+	// The sink refused the content (labels it cannot store): the client
+	// must fix it, so say why. Sink messages name labels, never lines.
+	if errors.Is(err, ErrBadRequest) {
+		st.Status, st.Reason = http.StatusBadRequest, ReasonBadRequest
+		h.log.Warn("push rejected", "kind", h.kind, "status", st.Status, "error", err)
+		http.Error(w, err.Error(), st.Status)
 		return
 	}
 	st.Status, st.Reason = http.StatusInternalServerError, ReasonSinkError
 	h.log.Error("push sink failed", "kind", h.kind, "entries", st.Entries, "error", err)
 	http.Error(w, "internal error", st.Status)
+}
+
+// unavailable answers 503 with Retry-After: the client should retry.
+func (h *handler) unavailable(w http.ResponseWriter, st *RequestStats, err error, detail string) {
+	st.Status, st.Reason = http.StatusServiceUnavailable, ReasonUnavailable
+	h.log.Warn("push unavailable", "kind", h.kind, "entries", st.Entries, "error", err)
+	w.Header().Set("Retry-After", strconv.Itoa(int((h.retryAfter+time.Second-1)/time.Second)))
+	msg := "temporarily unavailable, retry later"
+	if detail != "" {
+		msg += ": " + detail
+	}
+	http.Error(w, msg, st.Status)
 }
 
 // decodeStatus maps a decode error to a status and a reason.

@@ -68,6 +68,9 @@ func (b *builder) add(stream map[string]string, ts time.Time, line string, meta 
 	if len(line) > b.lim.MaxLineBytes {
 		return fmt.Errorf("%w: %s: line is %d bytes, limit is %d", ErrTooLarge, where(), len(line), b.lim.MaxLineBytes)
 	}
+	if err := CheckTime(ts); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrBadRequest, where(), err)
+	}
 	if len(meta) == 0 {
 		meta = nil
 	}
@@ -86,6 +89,9 @@ func (b *builder) lokiProto(body []byte, lim Limits) (int64, error) {
 	}
 	if int64(n) > lim.MaxDecompressedBytes {
 		return int64(n), fmt.Errorf("%w: snappy block declares %d decoded bytes, limit is %d", ErrTooLarge, n, lim.MaxDecompressedBytes)
+	}
+	if err := lim.res.grow(int64(n)); err != nil {
+		return int64(n), err
 	}
 	raw, err := snappy.Decode(nil, body)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
 	"strings"
@@ -102,7 +103,18 @@ func (b *builder) ndjsonLine(raw []byte, n int, now time.Time) error {
 			stream[f.name] = *f.v
 		}
 	}
-	return b.add(stream, ts, line, l.Metadata, func() string { return fmt.Sprintf("line %d", n) })
+	// Consecutive lines of one stream share one map, as Loki pushes do:
+	// a map per line would cost more than the line itself.
+	if n := len(b.out); n > 0 && maps.Equal(b.out[n-1].Stream, stream) {
+		stream = b.out[n-1].Stream
+	}
+	if err := b.add(stream, ts, line, l.Metadata, func() string { return fmt.Sprintf("line %d", n) }); err != nil {
+		return err
+	}
+	if ts.Equal(now) && (len(bytes.TrimSpace(l.Ts)) == 0 || string(bytes.TrimSpace(l.Ts)) == "null") {
+		b.out[len(b.out)-1].NoTS = true
+	}
+	return nil
 }
 
 // ndjsonTime interprets "ts": absent or null means now, a string is RFC

@@ -12,8 +12,11 @@ func (s *Spool) Append(batch []byte) error {
 	if len(batch) > MaxRecordBytes {
 		return fmt.Errorf("spool: append: record of %d bytes exceeds the %d-byte record limit", len(batch), MaxRecordBytes)
 	}
-	rec := frame(batch) // outside the lock: it copies and checksums
-	n := int64(len(rec))
+	// The header is computed outside the lock (the checksum reads the
+	// whole batch); the batch itself is written as is, not copied into a
+	// frame, so a large push does not cost its size twice in memory.
+	hdr := header(batch)
+	n := int64(headerSize + len(batch))
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -42,7 +45,11 @@ func (s *Spool) Append(batch []byte) error {
 		}
 	}
 	seg := s.active()
-	if _, err := s.f.WriteAt(rec, seg.size); err != nil {
+	_, err := s.f.WriteAt(hdr[:], seg.size)
+	if err == nil {
+		_, err = s.f.WriteAt(batch, seg.size+headerSize)
+	}
+	if err != nil {
 		// Remove any partial frame so the next record does not land after
 		// garbage; if even that fails, the segment cannot be trusted.
 		if terr := s.f.Truncate(seg.size); terr != nil {

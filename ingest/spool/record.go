@@ -17,14 +17,13 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// frame returns the on-disk form of payload.
-func frame(payload []byte) []byte {
-	buf := make([]byte, headerSize+len(payload))
-	binary.LittleEndian.PutUint32(buf[0:4], uint32(len(payload)))
-	copy(buf[headerSize:], payload)
-	crc := crc32.Update(crc32.Checksum(buf[0:4], castagnoli), castagnoli, payload)
-	binary.LittleEndian.PutUint32(buf[4:8], crc)
-	return buf
+// header returns the frame header of payload; the payload follows it.
+func header(payload []byte) [headerSize]byte {
+	var h [headerSize]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
+	crc := crc32.Update(crc32.Checksum(h[0:4], castagnoli), castagnoli, payload)
+	binary.LittleEndian.PutUint32(h[4:8], crc)
+	return h
 }
 
 // frameError says why the bytes at some offset are not a valid record.

@@ -6,10 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,9 +112,13 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 		return res, err
 	}
 	defer func() { _ = st.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db) }()
-	servePort, livePort, err := freePort(), freePort(), error(nil)
-	if servePort == 0 || livePort == 0 {
-		return res, errors.New("no free port")
+	servePort, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	livePort, err := freePort()
+	if err != nil {
+		return res, err
 	}
 	k1, k2 := secret(), secret()
 	ingestTok, hash, err := apitoken.New()
@@ -318,15 +320,6 @@ func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
 		}
 	}
 	return last
-}
-
-func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func secret() string {

@@ -22,6 +22,10 @@ type Ingest struct {
 	// or admin (bearer, or basic auth password). Turning it off accepts
 	// anonymous pushes: only for a serve bound to loopback.
 	RequireToken bool `mapstructure:"require_token" yaml:"require_token"`
+	// MaxInflightBytes bounds the decompressed push bytes held at once
+	// across all requests; beyond it pushes get 503 with Retry-After. 0
+	// means the larger of max_decompressed_bytes and half of memory_limit.
+	MaxInflightBytes int64 `mapstructure:"max_inflight_bytes" yaml:"max_inflight_bytes"`
 }
 
 func defaultIngest() Ingest {
@@ -48,6 +52,9 @@ func (c Ingest) validate() []error {
 	}
 	if c.MaxDecompressedBytes < c.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("ingest.max_decompressed_bytes: must be at least ingest.max_body_bytes (%d), got %d", c.MaxBodyBytes, c.MaxDecompressedBytes))
+	}
+	if c.MaxInflightBytes != 0 && c.MaxInflightBytes < c.MaxDecompressedBytes {
+		errs = append(errs, fmt.Errorf("ingest.max_inflight_bytes: must be 0 (derived) or at least ingest.max_decompressed_bytes (%d), got %d", c.MaxDecompressedBytes, c.MaxInflightBytes))
 	}
 	if c.FlushInterval <= 0 || c.FlushInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("ingest.flush_interval: must be between 0 and 1m, got %s", c.FlushInterval))
