@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/kvtrail/kvtrail/internal/apitoken"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
 // DetectStore is what bench detect reads findings through: a connection to
@@ -182,6 +183,14 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 	}
 	resp.Body.Close()
 	res.BugOn = time.Now()
+	// The serve's findings are read through a store of its own database,
+	// as any kvtrail process reads them (no cross-database names).
+	runStore, err := chstore.Open(ctx, chstore.Options{Addrs: []string{opts.ClickHouseAddr}, Database: db,
+		Username: opts.ClickHouseUser, Password: opts.ClickHousePassword})
+	if err != nil {
+		return res, fmt.Errorf("open the serve's database: %w", err)
+	}
+	defer runStore.Close()
 	deadline := res.BugOn.Add(opts.Timeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -194,7 +203,7 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 		if err == nil {
 			res.FirstLeak, res.Leaked = first, leaked
 		}
-		high, err := highFindings(ctx, st, db, res.BugOn)
+		high, err := highFindings(ctx, runStore, res.BugOn)
 		if err != nil {
 			continue // the serve's tables may not exist for a moment
 		}
@@ -210,7 +219,7 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 			break
 		}
 	}
-	if res.HighByAnalyzer, err = highFindings(ctx, st, db, res.BugOn); err != nil {
+	if res.HighByAnalyzer, err = highFindings(ctx, runStore, res.BugOn); err != nil {
 		return res, err
 	}
 	if !res.FirstLeak.IsZero() {
@@ -226,8 +235,8 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 
 // highFindings counts HIGH findings per analyzer about requests at or
 // after since.
-func highFindings(ctx context.Context, st DetectStore, db string, since time.Time) (map[string]int, error) {
-	rows, err := st.Query(ctx, "SELECT analyzer, count() AS n FROM "+db+".findings WHERE severity = 'HIGH' AND ts >= toDateTime(?) GROUP BY analyzer",
+func highFindings(ctx context.Context, st DetectStore, since time.Time) (map[string]int, error) {
+	rows, err := st.Query(ctx, "SELECT analyzer, count() AS n FROM findings WHERE severity = 'HIGH' AND ts >= toDateTime(?) GROUP BY analyzer",
 		uint32(since.Add(-time.Second).Unix()))
 	if err != nil {
 		return nil, err

@@ -25,8 +25,6 @@ var (
 	databaseDDL = regexp.MustCompile(`(?i)^\s*(CREATE|DROP)\s+DATABASE\b`)
 	createPlain = regexp.MustCompile(`(?i)^\s*CREATE\s+TABLE\s+([A-Za-z0-9_.]+)\s`)
 	addColumn   = regexp.MustCompile(`(?i)^\s*ALTER\s+TABLE\s+\S+(\s+ON\s+CLUSTER\s+\S+)?\s+ADD\s+COLUMN\b`)
-	// qualified names a table in a database by name (db.table).
-	qualified = regexp.MustCompile(`(?i)\b(?:FROM|JOIN|INTO|TABLE)\s+([A-Za-z0-9_]+)\.[A-Za-z0-9_]+`)
 	// localTable is a cluster layout's local table (raw_lines_local).
 	localTable = regexp.MustCompile(`\b[a-z_]+_local\b`)
 )
@@ -53,10 +51,6 @@ var (
 //     through the batch path in TestAnalysisEqualsLegacy;
 //   - more than three statements of one shape (literals blanked) per test
 //     process: they differ only in values;
-//   - statements that name another database than the store's (a bench
-//     reading the database of a kvtrail process it started): the capture
-//     maps only the store's own database, and the same query shapes run
-//     through that process's own store;
 //   - statements on a cluster layout's local tables (raw_lines_local) sent
 //     to one host: the replay schema is the single-server layout; the
 //     local tables' DDL runs in TestMigrationsOnModernEngine.
@@ -85,7 +79,7 @@ func TestReplayCapturedStatements(t *testing.T) {
 	for _, f := range st.failures {
 		t.Error(f)
 	}
-	t.Logf("%d captured statements: %d executed, %d batch inserts prepared, %d skipped (database DDL, other databases, cluster-local tables), %d failed",
+	t.Logf("%d captured statements: %d executed, %d batch inserts prepared, %d skipped (database DDL, cluster-local tables), %d failed",
 		len(stmts), st.ran, st.batches, st.skipped, len(st.failures))
 }
 
@@ -109,7 +103,7 @@ func replay(ctx context.Context, s *chdbstore.Store, stmts []sqlcapture.Captured
 		case databaseDDL.MatchString(q):
 			st.skipped++
 			continue
-		case otherDatabase(q) || localTable.MatchString(q):
+		case localTable.MatchString(q):
 			st.skipped++
 			continue
 		case isBatchInsert(q):
@@ -149,17 +143,6 @@ func replay(ctx context.Context, s *chdbstore.Store, stmts []sqlcapture.Captured
 		}
 	}
 	return st
-}
-
-// otherDatabase reports whether q names a table of a database other than
-// the replay's (system tables are the server's, present everywhere).
-func otherDatabase(q string) bool {
-	for _, m := range qualified.FindAllStringSubmatch(q, -1) {
-		if db := strings.ToLower(m[1]); db != sqlcapture.ReplayDatabase && db != "system" {
-			return true
-		}
-	}
-	return false
 }
 
 // The replay catches what 18.16 accepts and 26.7 rejects: the legacy
