@@ -145,6 +145,28 @@ func startServe(t *testing.T, dataDir string, args ...string) (*exec.Cmd, int, f
 	cmd := exec.Command(binary, append(args, "--addr", "127.0.0.1:0", "--data-dir", dataDir)...)
 	cmd.Dir = filepath.Dir(dataDir) // relative defaults (the spool) land in the test's temp dir
 	cmd.Env = cleanEnv()
+	url, logs := startServing(t, cmd, args)
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/readyz = %d", resp.StatusCode)
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "pid"))
+	if err != nil {
+		t.Fatalf("managed ClickHouse pid file: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return cmd, pid, logs
+}
+
+// startServing starts cmd (a `kvtrail serve` or `demo`), waits for its
+// "serving" log line and returns its URL and a func that returns its log
+// once the process has exited.
+func startServing(t *testing.T, cmd *exec.Cmd, args []string) (string, func() string) {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -167,27 +189,15 @@ func startServe(t *testing.T, dataDir string, args ...string) (*exec.Cmd, int, f
 			}
 		}
 	}()
-	var url string
 	select {
-	case url = <-urlc:
+	case url := <-urlc:
+		return url, func() string { <-readerDone; return logs.String() }
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
+		<-readerDone
 		t.Fatalf("kvtrail %v did not start serving:\n%s", args, logs.String())
 	}
-	resp, err := http.Get(url + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("/readyz = %d", resp.StatusCode)
-	}
-	b, err := os.ReadFile(filepath.Join(dataDir, "pid"))
-	if err != nil {
-		t.Fatalf("managed ClickHouse pid file: %v", err)
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return cmd, pid, func() string { <-readerDone; return logs.String() }
+	return "", nil
 }
 
 func processGone(pid int, within time.Duration) bool {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,11 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kvtrail/kvtrail/internal/apitoken"
 	"github.com/kvtrail/kvtrail/internal/testdb"
@@ -217,32 +214,7 @@ func serveForTest(t *testing.T, dir string, env []string) string {
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0")
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	url, _ := startServing(t, cmd, []string{"serve"})
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	urlc := make(chan string, 1)
-	var logs strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		re := regexp.MustCompile(`msg=serving url=(\S+)`)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-			}
-		}
-	}()
-	select {
-	case u := <-urlc:
-		return u
-	case <-time.After(60 * time.Second):
-		t.Fatalf("kvtrail serve did not start:\n%s", logs.String())
-	}
-	return ""
+	return url
 }
