@@ -63,9 +63,14 @@ func TestTheilSen(t *testing.T) {
 	}
 }
 
-// TestEstPoolTurnover: the replayed allocator hands out the lowest free
-// pages first, so a freed range is what the next request gets: the
-// mechanism behind both the placeholder's stale pages and abort reuse.
+// TestLanePoolFollowsSGLang pins the replay's allocator to the rules read
+// from SGLang's PagedTokenToKVPoolAllocator (python/sglang/srt/mem_cache/
+// allocator.py, 0.4.10–0.5.17; mem_cache/allocator/paged.py in 0.5.18):
+// with need_sort, free() puts pages on release_pages, and they rejoin
+// free_pages, merged and sorted, only when an allocation finds free_pages
+// short; without it, freed pages go to the front of free_pages. The
+// expected pages are worked out by hand from those rules, not taken from
+// the simulator.
 func TestLanePoolFollowsSGLang(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
