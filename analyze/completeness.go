@@ -5,17 +5,13 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Gap is a span during which a node logged nothing while the rest of the
-// fleet did: conclusions touching that node then rest on incomplete
-// evidence.
-type Gap struct {
-	Node     string
-	From, To time.Time
-	// Lines are a line of the node in the minute before and after.
-	Lines []uint64
-}
+// fleet did (domain.FindSilences).
+type Gap = domain.Silence
 
 // Lines are counted by distinct line_id: rows written twice (overlapping
 // ingests, a retried window) before ClickHouse merges them away must not
@@ -25,10 +21,6 @@ FROM raw_lines
 WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
 GROUP BY node, bucket
 ORDER BY node, bucket`
-
-// minExpectedLines: a silence is a gap only if the node's average rate
-// predicts at least this many lines in it.
-const minExpectedLines = 20
 
 // FindGaps finds per-node silences longer than threshold inside the
 // window, while other nodes logged: the one gap rule, used by the
@@ -42,60 +34,18 @@ func FindGaps(ctx context.Context, db DB, w Window, threshold time.Duration) ([]
 		return nil, fmt.Errorf("line counts per node: %w", err)
 	}
 	defer rows.Close()
-	per := map[string][]time.Time{}
-	line := map[string]uint64{}
-	total := map[string]uint64{}
-	fleet := map[int64]int{}
+	var counts []domain.NodeMinute
 	for rows.Next() {
-		var node string
-		var m time.Time
-		var id, n uint64
-		if err := rows.Scan(&node, &m, &id, &n); err != nil {
+		var c domain.NodeMinute
+		if err := rows.Scan(&c.Node, &c.Minute, &c.FirstLine, &c.Lines); err != nil {
 			return nil, fmt.Errorf("scan line counts: %w", err)
 		}
-		per[node] = append(per[node], m.UTC())
-		line[node+"@"+itoa(uint64(m.Unix()))] = id
-		fleet[m.Unix()]++
-		total[node] += n
+		counts = append(counts, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read line counts: %w", err)
 	}
-	var gaps []Gap
-	nodes := make([]string, 0, len(per))
-	for n := range per {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	for _, n := range nodes {
-		ms := per[n]
-		for i := 1; i < len(ms); i++ {
-			if ms[i].Sub(ms[i-1]) <= threshold {
-				continue
-			}
-			// Silence is only suspicious where the node's own rate says it
-			// should have logged: at least minExpectedLines in the gap
-			// (Poisson: P(0 lines) < 1e-8). An idle gateway is not a gap.
-			span := ms[len(ms)-1].Sub(ms[0]).Minutes() + 1
-			rate := float64(total[n]) / span
-			if rate*ms[i].Sub(ms[i-1]).Minutes() < minExpectedLines {
-				continue
-			}
-			// Only a gap if some other node logged inside it.
-			others := false
-			for t := ms[i-1].Add(time.Minute); t.Before(ms[i]); t = t.Add(time.Minute) {
-				if fleet[t.Unix()] > 0 {
-					others = true
-					break
-				}
-			}
-			if others {
-				gaps = append(gaps, Gap{Node: n, From: ms[i-1].Add(time.Minute), To: ms[i],
-					Lines: []uint64{line[n+"@"+itoa(uint64(ms[i-1].Unix()))], line[n+"@"+itoa(uint64(ms[i].Unix()))]}})
-			}
-		}
-	}
-	return gaps, nil
+	return domain.FindSilences(counts, threshold), nil
 }
 
 // markCompleteness records on each finding whether the evidence of its

@@ -128,19 +128,7 @@ func Runs(ctx context.Context, db DB) ([]Run, error) {
 
 // LatestRuns picks, per analyzer, the latest run that did not fail (the
 // latest version wins among runs started in the same second).
-func LatestRuns(runs []Run) map[string]Run {
-	out := map[string]Run{}
-	for _, r := range runs {
-		if r.Status == StatusError {
-			continue
-		}
-		cur, ok := out[r.Analyzer]
-		if !ok || r.Started.After(cur.Started) || (r.Started.Equal(cur.Started) && r.Version > cur.Version) {
-			out[r.Analyzer] = r
-		}
-	}
-	return out
-}
+func LatestRuns(runs []Run) map[string]Run { return domain.LatestRuns(runs) }
 
 const findingsSQL = `SELECT finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts, last_ts,
  request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node, decode_dp_rank, rids, title,
@@ -209,29 +197,7 @@ func CurrentRunIDs(ctx context.Context, db DB) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var full, live []Run
-	for _, r := range runs {
-		if r.Trigger == TriggerLive {
-			live = append(live, r)
-		} else {
-			full = append(full, r)
-		}
-	}
-	base := LatestRuns(full)
-	ids := []string{}
-	for _, r := range base {
-		ids = append(ids, r.ID)
-	}
-	for _, r := range live {
-		if r.Status == StatusError || r.Findings == 0 {
-			continue
-		}
-		if b, ok := base[r.Analyzer]; !ok || (r.Version == b.Version && r.Started.After(b.Started)) {
-			ids = append(ids, r.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return domain.CurrentRunIDs(runs), nil
 }
 
 // LatestFindings returns the current findings, the one set the CLI, the

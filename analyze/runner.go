@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Config holds the analyzer parameters (the `analyze` config section).
@@ -88,22 +90,7 @@ type Dataset struct {
 }
 
 // Run is an immutable analyzer_runs record.
-type Run struct {
-	ID        string
-	Analyzer  string
-	Version   string
-	Params    string
-	Window    Window
-	Watermark time.Time
-	Started   time.Time
-	Finished  time.Time
-	Status    string
-	Findings  int
-	High      int
-	Error     string
-	Trigger   string
-	CaseID    string
-}
+type Run = domain.Run
 
 // RunResult is one analyzer's run, its findings and which of them no
 // earlier run of the same analyzer version had recorded.
@@ -167,7 +154,7 @@ type Runner struct {
 }
 
 // TriggerLive is the trigger of serve's live rounds (Runner.Live).
-const TriggerLive = "serve"
+const TriggerLive = domain.TriggerLive
 
 func (r *Runner) now() time.Time {
 	if r.Now != nil {

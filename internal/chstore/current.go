@@ -1,0 +1,181 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// This file is the read side of analysis results that every consumer
+// shares: the recorded runs, the current findings (domain.CurrentRunIDs is
+// the rule, CurrentFindingsFrom its table expression) and the per-minute
+// line counts behind the one gap rule (domain.FindSilences).
+
+const runsSQL = `SELECT run_id, analyzer, version, params, window_from, window_to, watermark, started_at, finished_at,
+ status, findings, high, error, trigger, case_id
+FROM analyzer_runs
+ORDER BY started_at, run_id`
+
+// Runs returns every recorded analyzer run, oldest first.
+func (s *Store) Runs(ctx context.Context) ([]domain.Run, error) {
+	rows, err := s.Query(ctx, runsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read analyzer runs: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Run
+	for rows.Next() {
+		var r domain.Run
+		var n, h uint32
+		if err := rows.Scan(&r.ID, &r.Analyzer, &r.Version, &r.Params, &r.Window.From, &r.Window.To, &r.Watermark,
+			&r.Started, &r.Finished, &r.Status, &n, &h, &r.Error, &r.Trigger, &r.CaseID); err != nil {
+			return nil, fmt.Errorf("scan analyzer run: %w", err)
+		}
+		r.Findings, r.High = int(n), int(h)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// CurrentRunIDs lists the runs whose findings are current (domain's rule):
+// the parameter of CurrentFindingsFrom.
+func (s *Store) CurrentRunIDs(ctx context.Context) ([]string, error) {
+	runs, err := s.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return domain.CurrentRunIDs(runs), nil
+}
+
+// CurrentFindingsFrom is the current findings as a table expression; its
+// one parameter is CurrentRunIDs. Every reader — the CLI, the
+// reconstruction, the UI and the API — reads findings through it, so they
+// count the same findings: of a finding stored twice, the latest copy.
+const CurrentFindingsFrom = `(SELECT * FROM findings WHERE has(?, run_id)
+ ORDER BY finding_id, created_at DESC, run_id DESC LIMIT 1 BY finding_id)`
+
+const findingColumns = `finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts,
+ last_ts, request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node, decode_dp_rank, rids,
+ title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids, detail_keys, detail_values`
+
+const currentFindingsSQL = `SELECT ` + findingColumns + `
+FROM ` + CurrentFindingsFrom
+
+const findingsOfRunsSQL = `SELECT ` + findingColumns + `
+FROM findings
+WHERE has(?, run_id)
+ORDER BY analyzer, ts, finding_id`
+
+// LatestFindings returns the current findings, sorted by analyzer, time
+// and id: the one set the CLI, the UI, the API and the notification list
+// all read.
+func (s *Store) LatestFindings(ctx context.Context) ([]domain.Finding, error) {
+	runIDs, err := s.CurrentRunIDs(ctx)
+	if err != nil || len(runIDs) == 0 {
+		return nil, err
+	}
+	fs, err := s.scanFindings(ctx, currentFindingsSQL, runIDs)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Analyzer != b.Analyzer {
+			return a.Analyzer < b.Analyzer
+		}
+		if !a.TS.Equal(b.TS) {
+			return a.TS.Before(b.TS)
+		}
+		return a.ID < b.ID
+	})
+	return fs, nil
+}
+
+// FindingsOfRuns reads the findings the given runs recorded.
+func (s *Store) FindingsOfRuns(ctx context.Context, runIDs []string) ([]domain.Finding, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	return s.scanFindings(ctx, findingsOfRunsSQL, runIDs)
+}
+
+func (s *Store) scanFindings(ctx context.Context, query string, runIDs []string) ([]domain.Finding, error) {
+	rows, err := s.Query(ctx, query, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read findings: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Finding
+	for rows.Next() {
+		var f domain.Finding
+		var sev string
+		var keys, vals []string
+		if err := rows.Scan(&f.ID, &f.RunID, &f.Analyzer, &f.AnalyzerVersion, &sev, &f.Confidence, &f.TS, &f.FirstTS,
+			&f.LastTS, &f.RequestKey, &f.GatewayRequestID, &f.Tenant, &f.Room, &f.PrefillNode, &f.DecodeNode,
+			&f.DecodeDPRank, &f.RIDs, &f.Title, &f.Explanation, &f.GroupKey, &f.ForeignTenants, &f.ForeignRequestKeys,
+			&f.Evidence, &keys, &vals); err != nil {
+			return nil, fmt.Errorf("scan finding: %w", err)
+		}
+		f.Severity = domain.Severity(sev)
+		f.TS, f.FirstTS, f.LastTS = f.TS.UTC(), f.FirstTS.UTC(), f.LastTS.UTC()
+		f.Details = make(map[string]string, len(keys))
+		for i, k := range keys {
+			if i < len(vals) {
+				f.Details[k] = vals[i]
+			}
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// Lines are counted by distinct line_id: rows written twice (overlapping
+// ingests, a retried window) before ClickHouse merges them away must not
+// raise a node's rate and turn its idle minutes into gaps.
+const minuteCountsSQL = `SELECT node, toStartOfMinute(ts) AS bucket, min(line_id), uniqExact(line_id)
+FROM raw_lines
+WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
+GROUP BY node, bucket
+ORDER BY node, bucket`
+
+// NodeMinutes counts each node's distinct lines per minute in [from, to).
+func (s *Store) NodeMinutes(ctx context.Context, from, to time.Time) ([]domain.NodeMinute, error) {
+	rows, err := s.Query(ctx, minuteCountsSQL, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return nil, fmt.Errorf("line counts per node: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.NodeMinute
+	for rows.Next() {
+		var c domain.NodeMinute
+		if err := rows.Scan(&c.Node, &c.Minute, &c.FirstLine, &c.Lines); err != nil {
+			return nil, fmt.Errorf("scan line counts: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Silences applies the one gap rule to [from, to).
+func (s *Store) Silences(ctx context.Context, from, to time.Time, threshold time.Duration) ([]domain.Silence, error) {
+	if threshold <= 0 {
+		return nil, nil
+	}
+	counts, err := s.NodeMinutes(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return domain.FindSilences(counts, threshold), nil
+}
+
+// UnixArg is a time as the UInt32 that toDateTime(?) takes: the zero time
+// and times before 1970 are 0 (DateTime's floor on every server).
+func UnixArg(t time.Time) uint32 {
+	if t.IsZero() || t.Unix() < 0 {
+		return 0
+	}
+	return uint32(t.Unix())
+}
