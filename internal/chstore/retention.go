@@ -54,8 +54,8 @@ func (h HoldRange) overlaps(from, to time.Time) bool {
 // whole anyway). In cluster mode the partitions are listed on every shard
 // through cluster() and dropped ON CLUSTER from the local tables.
 //
-// Servers with TTL support (19.x+; kvtrail gates on Legacy) get a table TTL
-// instead, so the server expires rows itself between runs. A TTL cannot look
+// Modern servers (Version.Modern: 22.1+, which have TTL ... DELETE WHERE)
+// get a table TTL instead, so the server expires rows itself between runs. A TTL cannot look
 // up cases, so the held windows are written into it as a DELETE WHERE
 // exception, and each run re-applies the TTL so that new or released holds
 // take effect. The modern-engine tier (internal/chdbtier) runs these
@@ -80,7 +80,7 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 		}
 		return t
 	}
-	if !s.version.Legacy() {
+	if s.version.Modern() {
 		res.TTL = ttlStatements(l, keep, holds)
 		for i, q := range res.TTL {
 			if dryRun {
