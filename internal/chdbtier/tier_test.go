@@ -332,7 +332,8 @@ func TestRetentionTTLKeepsLegalHolds(t *testing.T) {
 	}
 }
 
-// docker-compose.yml runs the ClickHouse release this tier tests.
+// docker-compose.yml runs the ClickHouse release this tier tests, which
+// gets the modern schema rendering.
 func TestComposeUsesTestedVersion(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "docker-compose.yml"))
 	if err != nil {
@@ -345,5 +346,11 @@ func TestComposeUsesTestedVersion(t *testing.T) {
 	v := eng.Version()
 	if got, want := string(m[1])+"."+string(m[2]), fmt.Sprintf("%d.%d", v.Major, v.Minor); got != want {
 		t.Errorf("docker-compose.yml runs ClickHouse %s; the tier tests %s", got, want)
+	}
+	// kvtrail serve migrates the compose server with the rendering the
+	// tier runs: the modern one.
+	var composed chstore.Version
+	if _, err := fmt.Sscanf(string(m[1])+"."+string(m[2]), "%d.%d", &composed.Major, &composed.Minor); err != nil || !composed.Modern() {
+		t.Errorf("docker-compose.yml's ClickHouse %s does not get the modern schema (%v)", composed, err)
 	}
 }
