@@ -354,3 +354,56 @@ func TestComposeUsesTestedVersion(t *testing.T) {
 		t.Errorf("docker-compose.yml's ClickHouse %s does not get the modern schema (%v)", composed, err)
 	}
 }
+
+// Retention leaves a table alone when its TTL is already the one to set
+// (re-setting it makes the server recompute TTL information for every
+// part), and sets it when the keep period or the held spans differ.
+func TestRetentionTTLCurrent(t *testing.T) {
+	ctx := context.Background()
+	s, err := eng.Open("kvt_ttl_current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrate(t, s, s.Layout())
+	day := 24 * time.Hour
+	held := []chstore.HoldRange{{CaseID: "a", From: time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 1, 11, 0, 0, 0, 0, time.UTC)}}
+	two := append([]chstore.HoldRange{{CaseID: "b", From: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}}, held...)
+	stmt := func(keep time.Duration, holds []chstore.HoldRange) string {
+		return chstore.TTLStatements(s.Layout(), keep, holds)[0] // raw_lines
+	}
+	current := func(q string) bool {
+		t.Helper()
+		ok, err := chstore.TTLCurrent(ctx, s, s.Database(), "raw_lines", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if current(stmt(90*day, held)) {
+		t.Fatal("a table without TTL reported current")
+	}
+	if err := s.Exec(ctx, stmt(90*day, held)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		q    string
+		want bool
+	}{
+		{"same keep and holds", stmt(90*day, held), true},
+		{"other keep", stmt(30*day, held), false},
+		{"another hold", stmt(90*day, two), false},
+		{"holds released", stmt(90*day, nil), false},
+	} {
+		if got := current(tc.q); got != tc.want {
+			t.Errorf("%s: current = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// And the other way round: a TTL without holds is not one with them.
+	if err := s.Exec(ctx, stmt(90*day, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !current(stmt(90*day, nil)) || current(stmt(90*day, held)) {
+		t.Error("TTL without holds: current must match exactly")
+	}
+}
