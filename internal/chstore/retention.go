@@ -159,8 +159,8 @@ type RowQuerier interface {
 // the MODIFY TTL statement stmt sets. The server normalises a TTL before
 // keeping it in the table's definition (system.tables.engine_full), so the
 // statement is normalised by the same server (formatQuerySingleLine) and
-// its TTL expression looked up there. A server without that function
-// (older than 23.x) cannot tell: the answer is false, and the TTL is set.
+// its TTL expression looked up there. On a server without that function
+// (older releases) the answer is false, and the TTL is set.
 func TTLCurrent(ctx context.Context, db RowQuerier, database, table, stmt string) (bool, error) {
 	var formatted string
 	if err := db.QueryRow(ctx, "SELECT formatQuerySingleLine(?)", stmt).Scan(&formatted); err != nil {
