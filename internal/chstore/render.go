@@ -35,6 +35,22 @@ func (l Layout) replicaMacro() string {
 	return l.ReplicaMacro
 }
 
+// ModernSince is the oldest server version that gets the modern schema
+// rendering and TTL retention. The modern parts use DateTime64 and
+// fromUnixTimestamp64Nano (20.x), TTL ... DELETE WHERE (21.x) and
+// MATERIALIZE COLUMN (21.10), so 22.1 is the first release with all of
+// them. CI runs the modern rendering on 26.7 (internal/chdbtier); users run
+// 24.x and newer.
+var ModernSince = Version{Major: 22, Minor: 1}
+
+// Modern reports a server that gets the modern schema rendering
+// ({{modern}} in migrations) and TTL retention: ModernSince or newer.
+// Servers older than that (Debian's 18.16, and the unsupported 19.x to
+// 21.x) get the portable rendering, which runs on every version.
+func (v Version) Modern() bool {
+	return v.Major > ModernSince.Major || (v.Major == ModernSince.Major && v.Minor >= ModernSince.Minor)
+}
+
 // Render turns a migration template into its statements for the layout.
 //
 // Template functions:
@@ -43,7 +59,7 @@ func (l Layout) replicaMacro() string {
 //	{{on_cluster}}             "" or ON CLUSTER name
 //	{{engine "t" "E(args)"}}   E(args), or ReplicatedE('/clickhouse/tables/{shard}/db/t_local', '{replica}', args)
 //	{{distributed "t" "key"}}  "" or a CREATE of the Distributed table t over t_local
-//	{{modern}}                 true when the target server is 19.x or newer
+//	{{modern}}                 true when the target server is modern (Version.Modern: 22.1 or newer)
 //	{{dist "t"}}               "" or db.t, the Distributed table over t_local
 func Render(src string, l Layout) ([]string, error) {
 	funcs := template.FuncMap{
@@ -78,7 +94,7 @@ func Render(src string, l Layout) ([]string, error) {
 			return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s AS %s.%s_local ENGINE = Distributed(%s, %s, %s_local, %s);",
 				l.Database, table, l.Cluster, l.Database, table, l.Cluster, l.Database, table, key)
 		},
-		"modern": func() bool { return l.Version.Major >= 19 },
+		"modern": func() bool { return l.Version.Modern() },
 		// dist names the Distributed table t on a cluster ("" otherwise),
 		// for ALTERs that must reach it as well as t_local.
 		"dist": func(table string) string {

@@ -43,8 +43,16 @@ func TestRenderedMigrations(t *testing.T) {
 				all = append(all, stmts...)
 			}
 			got := strings.Join(all, ";\n\n") + ";\n"
-			if strings.HasSuffix(name, ".modern") != strings.Contains(got, "ADD INDEX IF NOT EXISTS idx_line_id") {
-				t.Errorf("%s: skip indexes must be rendered exactly for modern servers", name)
+			for _, modernOnly := range []string{"ADD INDEX IF NOT EXISTS idx_line_id", "ADD INDEX IF NOT EXISTS idx_run_id",
+				"ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns))", "DateTime64"} {
+				if strings.HasSuffix(name, ".modern") != strings.Contains(got, modernOnly) {
+					t.Errorf("%s: %q must be rendered exactly for modern servers", name, modernOnly)
+				}
+			}
+			// ts stays a second-precision DateTime on every rendering: the
+			// one SQL text compares it with whole-second bounds (0007).
+			if strings.Contains(got, "ts DateTime64") || strings.Contains(got, "ts            DateTime64") {
+				t.Errorf("%s: ts rendered as DateTime64", name)
 			}
 			if strings.HasPrefix(name, "cluster") {
 				for _, want := range []string{"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/raw_lines_local', '{replica}')",
@@ -71,6 +79,32 @@ func TestRenderedMigrations(t *testing.T) {
 				t.Errorf("rendering differs from %s; review and run go test ./internal/chstore -run TestRenderedMigrations -update", golden)
 			}
 		})
+	}
+}
+
+// The modern rendering and TTL retention start at ModernSince (22.1): the
+// first release with every feature they use. 18.16 and the unsupported
+// 19.x-21.x get the portable rendering.
+func TestVersionModern(t *testing.T) {
+	for _, tt := range []struct {
+		v    chstore.Version
+		want bool
+	}{
+		{chstore.Version{}, false},
+		{chstore.Version{Major: 18, Minor: 16, Patch: 1}, false},
+		{chstore.Version{Major: 19, Minor: 17}, false},
+		{chstore.Version{Major: 21, Minor: 12}, false},
+		{chstore.Version{Major: 22, Minor: 1}, true},
+		{chstore.Version{Major: 24, Minor: 8, Patch: 4}, true},
+		{chstore.Version{Major: 26, Minor: 7, Patch: 2}, true},
+	} {
+		if got := tt.v.Modern(); got != tt.want {
+			t.Errorf("%s.Modern() = %v, want %v", tt.v, got, tt.want)
+		}
+		stmts, err := chstore.Render("{{if modern}}SELECT 1;{{end}}", chstore.Layout{Database: "d", Version: tt.v})
+		if err != nil || (len(stmts) == 1) != tt.want {
+			t.Errorf("{{modern}} for %s rendered %q (%v)", tt.v, stmts, err)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // RetentionTables are the time-partitioned tables of ingested data that
@@ -30,8 +32,12 @@ type RetentionResult struct {
 	Dropped []Partition
 	// Held partitions were expired but overlap a case under legal hold.
 	Held []Partition
-	// TTL lists the statements that set table TTLs (modern servers).
+	// TTL lists the statements that set table TTLs (modern servers): those
+	// sent, or on a dry run those that would be.
 	TTL []string
+	// TTLCurrent lists the tables whose TTL was already the one a statement
+	// would set, so none was sent (modern servers).
+	TTLCurrent []string
 }
 
 // HoldRange is the time span of a case under legal hold: its window and
@@ -54,12 +60,16 @@ func (h HoldRange) overlaps(from, to time.Time) bool {
 // whole anyway). In cluster mode the partitions are listed on every shard
 // through cluster() and dropped ON CLUSTER from the local tables.
 //
-// Servers with TTL support (19.x+; kvtrail gates on Legacy) get a table TTL
-// instead, so the server expires rows itself between runs. A TTL cannot look
+// Modern servers (Version.Modern: 22.1+, which have TTL ... DELETE WHERE)
+// get a table TTL instead, so the server expires rows itself between runs. A TTL cannot look
 // up cases, so the held windows are written into it as a DELETE WHERE
 // exception, and each run re-applies the TTL so that new or released holds
-// take effect. The modern-engine tier (internal/chdbtier) runs these
-// statements on ClickHouse 26.7 and checks what they expire.
+// take effect. A table whose TTL is already the one to set is left alone:
+// MODIFY TTL makes the server recompute TTL information for every existing
+// part (a mutation), which serve's periodic runs, on several instances,
+// would otherwise repeat for nothing. The modern-engine tier
+// (internal/chdbtier) runs these statements on ClickHouse 26.7 and checks
+// what they expire and that a current TTL is recognised.
 func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time.Time, dryRun bool) (*RetentionResult, error) {
 	if keep <= 0 {
 		return nil, fmt.Errorf("retention: keep must be positive")
@@ -80,11 +90,20 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 		}
 		return t
 	}
-	if !s.version.Legacy() {
-		res.TTL = ttlStatements(l, keep, holds)
-		for i, q := range res.TTL {
+	if s.version.Modern() {
+		for i, q := range ttlStatements(l, keep, holds) {
+			table := local(RetentionTables[i])
+			current, err := TTLCurrent(ctx, s, s.db, table, q)
+			if err != nil {
+				return res, err
+			}
+			if current {
+				res.TTLCurrent = append(res.TTLCurrent, RetentionTables[i])
+				continue
+			}
+			res.TTL = append(res.TTL, q)
 			if dryRun {
-				break
+				continue
 			}
 			if err := s.Exec(ctx, q); err != nil {
 				return res, fmt.Errorf("retention: set TTL on %s: %w", RetentionTables[i], err)
@@ -128,6 +147,44 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 // rows in a held span.
 func TTLStatements(l Layout, keep time.Duration, holds []HoldRange) []string {
 	return ttlStatements(l, keep, holds)
+}
+
+// RowQuerier runs a query that returns one row (a *Store; the
+// modern-engine tier's in-process store).
+type RowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) driver.Row
+}
+
+// TTLCurrent reports whether table (in database) already has the TTL that
+// the MODIFY TTL statement stmt sets. The server normalises a TTL before
+// keeping it in the table's definition (system.tables.engine_full), so the
+// statement is normalised by the same server (formatQuerySingleLine) and
+// its TTL expression looked up there. On a server without that function
+// (older releases) the answer is false, and the TTL is set.
+func TTLCurrent(ctx context.Context, db RowQuerier, database, table, stmt string) (bool, error) {
+	var formatted string
+	if err := db.QueryRow(ctx, "SELECT formatQuerySingleLine(?)", stmt).Scan(&formatted); err != nil {
+		return false, nil
+	}
+	_, expr, ok := strings.Cut(formatted, "MODIFY TTL ")
+	if !ok || !strings.HasSuffix(expr, ")") {
+		return false, nil
+	}
+	expr = strings.TrimSuffix(expr, ")")
+	var engine string
+	err := db.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", database, table).Scan(&engine)
+	if err != nil {
+		return false, fmt.Errorf("retention: read the TTL of %s: %w", table, err)
+	}
+	// engine_full is "... ORDER BY ... TTL <expr> SETTINGS ...": compare
+	// the whole expression (a prefix match would take a TTL without held
+	// spans for one with them).
+	_, current, ok := strings.Cut(engine, " TTL ")
+	if !ok {
+		return false, nil
+	}
+	current, _, _ = strings.Cut(current, " SETTINGS ")
+	return current == expr, nil
 }
 
 // ttlStatements set each retention table's TTL to keep, except rows in a

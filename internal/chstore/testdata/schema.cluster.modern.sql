@@ -645,3 +645,65 @@ ALTER TABLE kvtrail.findings_local ON CLUSTER kvtrail_cluster ADD INDEX IF NOT E
 ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_line_id;
 
 ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_line_tokens;
+
+-- 0007_modern_event_time.sql;
+
+ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.engine_events_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.batch_stats_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.transfer_events_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.gateway_responses_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.page_events_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.request_facts_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.case_evidence_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.audit_log_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.probes_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.node_boots_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS boot_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(boot_ts_ns)) CODEC(Delta, ZSTD(1)) AFTER boot_ts_ns;
+
+ALTER TABLE kvtrail.metric_samples_local ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(3, 'UTC') MATERIALIZED fromUnixTimestamp64Milli(toInt64(ts_ms)) CODEC(Delta, ZSTD(1)) AFTER ts_ms;
+
+ALTER TABLE kvtrail.raw_lines ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.engine_events ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.batch_stats ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.transfer_events ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.gateway_responses ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.page_events ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.request_facts ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.case_evidence ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.audit_log ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.probes ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.node_boots ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS boot_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(boot_ts_ns)) AFTER boot_ts_ns;
+
+ALTER TABLE kvtrail.metric_samples ON CLUSTER kvtrail_cluster ADD COLUMN IF NOT EXISTS event_time DateTime64(3, 'UTC') MATERIALIZED fromUnixTimestamp64Milli(toInt64(ts_ms)) AFTER ts_ms;
+
+ALTER TABLE kvtrail.findings_local ON CLUSTER kvtrail_cluster ADD INDEX IF NOT EXISTS idx_run_id run_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.engine_events_local ON CLUSTER kvtrail_cluster ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.transfer_events_local ON CLUSTER kvtrail_cluster ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.findings_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_run_id;
+
+ALTER TABLE kvtrail.engine_events_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_line_id;
+
+ALTER TABLE kvtrail.transfer_events_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_line_id;

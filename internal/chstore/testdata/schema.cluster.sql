@@ -615,3 +615,5 @@ DROP TABLE IF EXISTS kvtrail.affected ON CLUSTER kvtrail_cluster;
 CREATE TABLE IF NOT EXISTS kvtrail.affected ON CLUSTER kvtrail_cluster AS kvtrail.affected_local ENGINE = Distributed(kvtrail_cluster, kvtrail, affected_local, cityHash64(reconstruction_id));
 
 -- 0006_modern_skip_indexes.sql;
+
+-- 0007_modern_event_time.sql;

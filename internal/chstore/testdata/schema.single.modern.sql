@@ -595,3 +595,41 @@ ALTER TABLE kvtrail.findings  ADD INDEX IF NOT EXISTS idx_request_key request_ke
 ALTER TABLE kvtrail.raw_lines  MATERIALIZE INDEX idx_line_id;
 
 ALTER TABLE kvtrail.raw_lines  MATERIALIZE INDEX idx_line_tokens;
+
+-- 0007_modern_event_time.sql;
+
+ALTER TABLE kvtrail.raw_lines  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.engine_events  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.batch_stats  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.transfer_events  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.gateway_responses  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.page_events  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.request_facts  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.case_evidence  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.audit_log  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.probes  ADD COLUMN IF NOT EXISTS event_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(ts_ns)) CODEC(Delta, ZSTD(1)) AFTER ts_ns;
+
+ALTER TABLE kvtrail.node_boots  ADD COLUMN IF NOT EXISTS boot_time DateTime64(9, 'UTC') MATERIALIZED fromUnixTimestamp64Nano(toInt64(boot_ts_ns)) CODEC(Delta, ZSTD(1)) AFTER boot_ts_ns;
+
+ALTER TABLE kvtrail.metric_samples  ADD COLUMN IF NOT EXISTS event_time DateTime64(3, 'UTC') MATERIALIZED fromUnixTimestamp64Milli(toInt64(ts_ms)) CODEC(Delta, ZSTD(1)) AFTER ts_ms;
+
+ALTER TABLE kvtrail.findings  ADD INDEX IF NOT EXISTS idx_run_id run_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.engine_events  ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.transfer_events  ADD INDEX IF NOT EXISTS idx_line_id line_id TYPE bloom_filter(0.01) GRANULARITY 4;
+
+ALTER TABLE kvtrail.findings  MATERIALIZE INDEX idx_run_id;
+
+ALTER TABLE kvtrail.engine_events  MATERIALIZE INDEX idx_line_id;
+
+ALTER TABLE kvtrail.transfer_events  MATERIALIZE INDEX idx_line_id;

@@ -565,3 +565,5 @@ ALTER TABLE kvtrail.affected  ADD COLUMN output_tokens Int64 DEFAULT 0;
 ALTER TABLE kvtrail.affected  ADD COLUMN evidence_line_ids Array(UInt64);
 
 -- 0006_modern_skip_indexes.sql;
+
+-- 0007_modern_event_time.sql;
