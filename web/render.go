@@ -175,10 +175,15 @@ func (s *server) renderError(c *gin.Context, status int, msg string) {
 		c.AbortWithStatusJSON(status, gin.H{"error": msg})
 		return
 	}
-	s.renderTitled(c, status, "error", http.StatusText(status), struct {
-		Status  int
-		Message string
-	}{status, msg}, 0)
+	s.renderTitled(c, status, "error", http.StatusText(status), errorPage{Status: status, Message: msg}, 0)
+}
+
+// errorPage is what the error template shows; Reload, when set, is a link
+// to a fresh copy of the page the user came from.
+type errorPage struct {
+	Status  int
+	Message string
+	Reload  string
 }
 
 // fail maps an error to a status. Internal errors are logged and shown
