@@ -234,17 +234,53 @@ func (s *server) caseUpdate(c *gin.Context) {
 
 // AffectedList is a case's notification list as the case page shows it.
 type AffectedList struct {
-	ReconstructionID string        `json:"reconstruction_id"`
-	ChosenBy         string        `json:"chosen_by"`
-	Total            uint64        `json:"total"`
-	Received         int           `json:"received"`
-	Exposed          int           `json:"exposed"`
-	Rows             []AffectedRow `json:"rows"`
+	ReconstructionID string `json:"reconstruction_id"`
+	ChosenBy         string `json:"chosen_by"`
+	// Total counts the whole list; Shown the rows after the tier filter.
+	Total    uint64 `json:"total"`
+	Shown    int    `json:"shown"`
+	Received int    `json:"received"`
+	Exposed  int    `json:"exposed"`
+	// ByTier counts the exposed rows of each tier in the whole list, so
+	// the filter can say what each choice holds.
+	ByTier map[domain.Tier]int `json:"exposed_by_tier"`
+	// Tier is the filter applied ("" for all): only exposed rows of that
+	// tier are listed, as `kvtrail affected --tier` does.
+	Tier domain.Tier   `json:"tier,omitempty"`
+	Rows []AffectedRow `json:"rows"`
 }
 
-// affectedList reads the whole list with keyset pages: no row cap.
-func (s *server) affectedList(ctx context.Context, cs Case) (AffectedList, error) {
-	var l AffectedList
+// tierParam reads ?tier= (confirmed, likely or possible; empty means all).
+// An unknown tier is a 400 naming the three, never an empty list.
+func tierParam(c *gin.Context) (domain.Tier, error) {
+	v := c.Query("tier")
+	if !validUTF8Param(v) {
+		return "", invalid("bad tier")
+	}
+	if strings.EqualFold(strings.TrimSpace(v), "all") {
+		return "", nil
+	}
+	return domain.ParseTier(v)
+}
+
+// keepTier narrows rows to the exposed rows of tier ("" keeps all).
+func keepTier(rows []AffectedRow, tier domain.Tier) []AffectedRow {
+	if tier == "" {
+		return rows
+	}
+	out := rows[:0:0]
+	for _, r := range rows {
+		if r.Role == domain.Exposed && r.Tier == tier {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// affectedList reads the whole list with keyset pages (no row cap) and
+// keeps the rows of tier ("" for all).
+func (s *server) affectedList(ctx context.Context, cs Case, tier domain.Tier) (AffectedList, error) {
+	l := AffectedList{Tier: tier, ByTier: map[domain.Tier]int{}}
 	var err error
 	if l.ReconstructionID, l.ChosenBy, err = s.affected.Reconstruction(ctx, cs); err != nil || l.ReconstructionID == "" {
 		return l, err
@@ -283,8 +319,11 @@ func (s *server) affectedList(ctx context.Context, cs Case) (AffectedList, error
 			l.Received++
 		} else {
 			l.Exposed++
+			l.ByTier[r.Tier]++
 		}
 	}
+	l.Rows = keepTier(l.Rows, tier)
+	l.Shown = len(l.Rows)
 	return l, nil
 }
 
@@ -296,6 +335,7 @@ type caseView struct {
 	Runs      []AnalyzerRun                              `json:"analyzer_runs"`
 	Exports   []Export                                   `json:"exports,omitempty"`
 	CanRun    bool                                       `json:"can_run_analyzers"`
+	Tiers     []domain.Tier                              `json:"-"`
 	Charts    []*Chart                                   `json:"-"`
 	Message   string                                     `json:"-"`
 	FilterStr struct{ Tenants, Nodes, Analyzers string } `json:"-"`
@@ -306,10 +346,14 @@ func (s *server) caseView(c *gin.Context) {
 	if !ok {
 		return
 	}
+	tier, err := tierParam(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	ctx := c.Request.Context()
-	v := caseView{Case: cs, CanRun: s.analyzer != nil, Message: c.Query("msg")}
-	var err error
-	if v.Affected, err = s.affectedList(ctx, cs); err != nil {
+	v := caseView{Case: cs, CanRun: s.analyzer != nil, Message: c.Query("msg"), Tiers: domain.Tiers}
+	if v.Affected, err = s.affectedList(ctx, cs, tier); err != nil {
 		s.fail(c, err)
 		return
 	}
@@ -340,7 +384,7 @@ func (s *server) caseView(c *gin.Context) {
 			v.Exports[i] = s.exports.withProgress(v.Exports[i])
 		}
 	}
-	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID}, int64(len(v.Affected.Rows)), http.StatusOK) {
+	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID, "tier": tier}, int64(len(v.Affected.Rows)), http.StatusOK) {
 		return
 	}
 	v.FilterStr.Tenants = strings.Join(cs.Filters.Tenants, ", ")
@@ -354,12 +398,17 @@ func (s *server) caseAffected(c *gin.Context) {
 	if !ok {
 		return
 	}
-	l, err := s.affectedList(c.Request.Context(), cs)
+	tier, err := tierParam(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if !s.audit(c, principal(c), "affected_view", map[string]any{"case_id": cs.ID, "reconstruction_id": l.ReconstructionID}, int64(len(l.Rows)), http.StatusOK) {
+	l, err := s.affectedList(c.Request.Context(), cs, tier)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "affected_view", map[string]any{"case_id": cs.ID, "reconstruction_id": l.ReconstructionID, "tier": tier}, int64(len(l.Rows)), http.StatusOK) {
 		return
 	}
 	c.JSON(http.StatusOK, l)
@@ -467,7 +516,7 @@ func (s *server) caseTenant(c *gin.Context) {
 		return
 	}
 	v := searchView{SearchPage: page, Searched: true, CaseID: cs.ID, Tenant: tenant}
-	l, err := s.affectedList(c.Request.Context(), cs)
+	l, err := s.affectedList(c.Request.Context(), cs, "")
 	if err != nil {
 		s.fail(c, err)
 		return
