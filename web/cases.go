@@ -540,10 +540,6 @@ func (s *server) caseTenant(c *gin.Context) {
 	if !s.audit(c, principal(c), "tenant_view", map[string]any{"case_id": cs.ID, "tenant": tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
 		return
 	}
-	if page.Next != "" {
-		u := c.Request.URL.Query()
-		u.Set("cursor", page.Next)
-		v.NextURL = c.Request.URL.Path + "?" + u.Encode()
-	}
+	v.Links = pager(c, c.Request.URL.Path, page.Next)
 	s.respond(c, "search", "Tenant "+shown(tenant, 80), v)
 }
