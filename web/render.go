@@ -100,6 +100,14 @@ var funcs = template.FuncMap{
 		}
 		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000") + " UTC"
 	},
+	// tsClock prints a node's own clock reading: no zone, since the node
+	// wrote none that kvtrail keeps.
+	"tsClock": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000")
+	},
 	"inputTime": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
