@@ -212,6 +212,18 @@ func (s *server) caseUpdate(c *gin.Context) {
 		return
 	}
 	cs, err := bindCase(c, old)
+	if err != nil && !isAPI(c) && domain.KindOf(err) == domain.Invalid {
+		// The case page comes back with the message and the edit kept.
+		v, verr := s.casePage(c, old, "")
+		if verr != nil {
+			s.fail(c, verr)
+			return
+		}
+		v.FormError, v.Form = domain.Message(err), formValues(c)
+		v.Form["status"] = c.PostForm("status")
+		s.renderTitled(c, http.StatusBadRequest, "case", "Case "+shown(old.Name, 80), v, 0)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -336,6 +348,9 @@ type caseView struct {
 	Exports   []Export                                   `json:"exports,omitempty"`
 	CanRun    bool                                       `json:"can_run_analyzers"`
 	Tiers     []domain.Tier                              `json:"-"`
+	// FormError and Form re-render a rejected edit with its input kept.
+	FormError string            `json:"-"`
+	Form      map[string]string `json:"-"`
 	Charts    []*Chart                                   `json:"-"`
 	Message   string                                     `json:"-"`
 	FilterStr struct{ Tenants, Nodes, Analyzers string } `json:"-"`
@@ -351,46 +366,51 @@ func (s *server) caseView(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	v, err := s.casePage(c, cs, tier)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID, "tier": tier}, int64(len(v.Affected.Rows)), http.StatusOK) {
+		return
+	}
+	s.respond(c, "case", "Case "+shown(cs.Name, 80), v)
+}
+
+// casePage gathers what the case page shows.
+func (s *server) casePage(c *gin.Context, cs Case, tier domain.Tier) (caseView, error) {
 	ctx := c.Request.Context()
 	v := caseView{Case: cs, CanRun: s.analyzer != nil, Message: c.Query("msg"), Tiers: domain.Tiers}
+	var err error
 	if v.Affected, err = s.affectedList(ctx, cs, tier); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if v.Held, err = s.cases.HeldLines(ctx, cs.ID); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if v.Hold, err = s.cases.HoldInfo(ctx, cs.ID); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if v.Runs, err = s.cases.CaseRuns(ctx, cs.ID); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if s.charts != nil && !isAPI(c) {
 		if v.Charts, err = caseCharts(ctx, s.charts, cs); err != nil {
-			s.fail(c, err)
-			return
+			return v, err
 		}
 	}
 	if principal(c).Can(permExport) {
 		if v.Exports, err = s.exports.store.ListExports(ctx, cs.ID); err != nil {
-			s.fail(c, err)
-			return
+			return v, err
 		}
 		for i := range v.Exports {
 			v.Exports[i] = s.exports.withProgress(v.Exports[i])
 		}
 	}
-	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID, "tier": tier}, int64(len(v.Affected.Rows)), http.StatusOK) {
-		return
-	}
 	v.FilterStr.Tenants = strings.Join(cs.Filters.Tenants, ", ")
 	v.FilterStr.Nodes = strings.Join(cs.Filters.Nodes, ", ")
 	v.FilterStr.Analyzers = strings.Join(cs.Filters.Analyzers, ", ")
-	s.respond(c, "case", "Case "+shown(cs.Name, 80), v)
+	return v, nil
 }
 
 func (s *server) caseAffected(c *gin.Context) {

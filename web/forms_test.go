@@ -101,3 +101,55 @@ func TestStaleFormSaysExpired(t *testing.T) {
 		t.Errorf("API without CSRF = %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestRejectedCaseFormKeepsInput: a case form with the window's end before
+// its start (new case, or an edit) comes back as the page with the message
+// and what the user typed, and changes nothing.
+func TestRejectedCaseFormKeepsInput(t *testing.T) {
+	u := seededUI(t)
+	c, csrf, _ := u.login(t, "responder-user", testPassword)
+	post := func(path string, form url.Values) (int, string) {
+		t.Helper()
+		form.Set("_csrf", csrf)
+		resp, err := c.PostForm(u.srv.URL+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	good := url.Values{"name": {"kept case"}, "window_from": {"2026-07-01T10:00:00"}, "window_to": {"2026-07-01T11:00:00"}}
+	code, _ := post("/cases", good)
+	if code != http.StatusSeeOther {
+		t.Fatalf("create = %d", code)
+	}
+	_, b := u.api(t, "viewer", "GET", "/api/v1/cases", nil)
+	var list casesView
+	if err := json.Unmarshal(b, &list); err != nil || len(list.Cases) == 0 {
+		t.Fatalf("cases: %s", b)
+	}
+	id := list.Cases[0].ID
+	bad := url.Values{"name": {"edited <b>name</b>"}, "window_from": {"2026-07-01T12:00:00"}, "window_to": {"2026-07-01T11:00:00"},
+		"tenants": {"acme, beta"}, "notes": {"typed notes"}, "status": {"closed"}}
+	for _, path := range []string{"/cases", "/cases/" + id} {
+		code, body := post(path, bad)
+		if code != http.StatusBadRequest {
+			t.Fatalf("%s: status %d, want 400", path, code)
+		}
+		for _, want := range []string{"from must be before to", `value="edited &lt;b&gt;name&lt;/b&gt;"`, `value="2026-07-01T12:00:00"`,
+			`value="acme, beta"`, "typed notes", `role="alert"`, `<nav>`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: the page lacks %q", path, want)
+			}
+		}
+	}
+	if !strings.Contains(func() string { _, b := post("/cases/"+id, bad); return b }(), `<option value="closed" selected>`) {
+		t.Error("the edit form lost the chosen status")
+	}
+	_, b = u.api(t, "viewer", "GET", "/api/v1/cases/"+id, nil)
+	var v caseView
+	if err := json.Unmarshal(b, &v); err != nil || v.Case.Name != "kept case" || v.Case.Status != "open" {
+		t.Errorf("a rejected edit changed the case: %+v", v.Case)
+	}
+}
