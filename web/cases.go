@@ -340,17 +340,17 @@ func (s *server) affectedList(ctx context.Context, cs Case, tier domain.Tier) (A
 }
 
 type caseView struct {
-	Case      Case                                       `json:"case"`
-	Affected  AffectedList                               `json:"affected"`
-	Held      uint64                                     `json:"held_lines"`
-	Hold      HoldInfo                                   `json:"hold"`
-	Runs      []AnalyzerRun                              `json:"analyzer_runs"`
-	Exports   []Export                                   `json:"exports,omitempty"`
-	CanRun    bool                                       `json:"can_run_analyzers"`
-	Tiers     []domain.Tier                              `json:"-"`
+	Case     Case          `json:"case"`
+	Affected AffectedList  `json:"affected"`
+	Held     uint64        `json:"held_lines"`
+	Hold     HoldInfo      `json:"hold"`
+	Runs     []AnalyzerRun `json:"analyzer_runs"`
+	Exports  []Export      `json:"exports,omitempty"`
+	CanRun   bool          `json:"can_run_analyzers"`
+	Tiers    []domain.Tier `json:"-"`
 	// FormError and Form re-render a rejected edit with its input kept.
-	FormError string            `json:"-"`
-	Form      map[string]string `json:"-"`
+	FormError string                                     `json:"-"`
+	Form      map[string]string                          `json:"-"`
 	Charts    []*Chart                                   `json:"-"`
 	Message   string                                     `json:"-"`
 	FilterStr struct{ Tenants, Nodes, Analyzers string } `json:"-"`
