@@ -260,6 +260,8 @@ type AffectedList struct {
 	// tier are listed, as `kvtrail affected --tier` does.
 	Tier domain.Tier   `json:"tier,omitempty"`
 	Rows []AffectedRow `json:"rows"`
+	// all is the whole list, before the tier filter.
+	all []AffectedRow
 }
 
 // tierParam reads ?tier= (confirmed, likely or possible; empty means all).
@@ -334,6 +336,7 @@ func (s *server) affectedList(ctx context.Context, cs Case, tier domain.Tier) (A
 			l.ByTier[r.Tier]++
 		}
 	}
+	l.all = l.Rows
 	l.Rows = keepTier(l.Rows, tier)
 	l.Shown = len(l.Rows)
 	return l, nil
@@ -348,6 +351,10 @@ type caseView struct {
 	Exports  []Export      `json:"exports,omitempty"`
 	CanRun   bool          `json:"can_run_analyzers"`
 	Tiers    []domain.Tier `json:"-"`
+	// Quiet are victims the list names on no received row (own data only,
+	// or only possible foreign writers); QuietCapped: more exist.
+	Quiet       []QuietVictim `json:"affected_without_foreign_data"`
+	QuietCapped bool          `json:"affected_without_foreign_data_capped,omitempty"`
 	// FormError and Form re-render a rejected edit with its input kept.
 	FormError string                                     `json:"-"`
 	Form      map[string]string                          `json:"-"`
@@ -384,6 +391,11 @@ func (s *server) casePage(c *gin.Context, cs Case, tier domain.Tier) (caseView, 
 	var err error
 	if v.Affected, err = s.affectedList(ctx, cs, tier); err != nil {
 		return v, err
+	}
+	if v.Affected.ReconstructionID != "" {
+		if v.Quiet, v.QuietCapped, err = s.quietVictims(ctx, cs, v.Affected.all); err != nil {
+			return v, err
+		}
 	}
 	if v.Held, err = s.cases.HeldLines(ctx, cs.ID); err != nil {
 		return v, err
