@@ -480,7 +480,7 @@ func (s *server) formExpired(c *gin.Context) {
 		return
 	}
 	s.renderTitled(c, http.StatusForbidden, "error", "Form expired", errorPage{Status: http.StatusForbidden,
-		Message: "This form has expired: the page was opened in an earlier sign-in. Nothing was changed. Reload the page and submit it again.",
+		Message: "This form has expired: it was opened in an earlier sign-in (or arrived without its security token). Nothing was changed. Reload the page and submit it again.",
 		Reload:  reloadTarget(c)}, 0)
 	c.Abort()
 }
