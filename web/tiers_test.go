@@ -133,6 +133,9 @@ func TestTierFilter(t *testing.T) {
 		len(recs) != 3 || len(rows) != 2 || m.Tenants != 2 || len(m.Files) != 2+2 {
 		t.Errorf("likely export: manifest %+v, %d CSV records, %d JSON rows", m, len(recs), len(rows))
 	}
+	if _, page := u.api(t, "compliance", "GET", "/exports/"+e.ID, nil); !strings.Contains(string(page), `id="manifest-tier">exposed rows of tier likely only`) {
+		t.Errorf("export page does not name the tier filter:\n%.2000s", page)
+	}
 	for _, r := range rows {
 		if r.Tier != domain.Likely {
 			t.Errorf("likely export holds %s at tier %q", r.Tenant, r.Tier)
