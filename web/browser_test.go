@@ -261,6 +261,11 @@ func TestBrowser(t *testing.T) {
 	if len(offsets) < 2 || skewed == 0 {
 		t.Errorf("clock offsets on the request page: %v (want the gateway and the skewed engine nodes)", offsets)
 	}
+	// Ingest corrected every node's skew, so the request's own times show
+	// no clock left behind or ahead.
+	if d := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.clock-drift')).map(p => p.textContent)`)); len(d) != 0 {
+		t.Errorf("request page reports clock drift after correction: %v", d)
+	}
 	if n := run(t, ctx, chromedp.Evaluate[float64](`document.querySelectorAll('#evidence li .clock[data-offset-ns]').length`)); n == 0 {
 		t.Error("no evidence line shows its node's own clock")
 	}

@@ -140,3 +140,69 @@ func nodeOffsets(lines []RawLine, clocks map[uint64]LineClock) []NodeOffset {
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	return out
 }
+
+// clockTolerance is how far a request's engine lines may lie outside the
+// gateway's span of the request without meaning anything: SGLang's text
+// logs stamp whole seconds.
+const clockTolerance = time.Second
+
+// ClockDrift is what one request's own times say about a node's clock
+// after ingest's correction. The gateway logs the request's start and
+// duration; every engine line of the request was written within that
+// span, so a line before its start means the node's clock (as corrected)
+// is behind by at least the gap less the log's one-second resolution, and
+// a line after its end means it is ahead. Zero on both sides says nothing:
+// a skew smaller than the request's span cannot be seen from one request.
+type ClockDrift struct {
+	Node string `json:"node"`
+	// Behind / Ahead are lower bounds, after clockTolerance.
+	Behind time.Duration `json:"behind_at_least_ns,omitempty"`
+	Ahead  time.Duration `json:"ahead_at_least_ns,omitempty"`
+}
+
+// Text says it for people.
+func (d ClockDrift) Text() string {
+	if d.Behind > 0 {
+		return fmt.Sprintf("%s's lines for this request start before the gateway received it: its clock, as corrected, is behind by at least %.3f s", d.Node, d.Behind.Seconds())
+	}
+	return fmt.Sprintf("%s's lines for this request end after the gateway's response ended: its clock, as corrected, is ahead by at least %.3f s", d.Node, d.Ahead.Seconds())
+}
+
+// requestDrift checks each engine node's lines of the request against the
+// gateway's span of it (a node with lines on both sides is left out: its
+// lines disagree with each other, not only with the gateway).
+func requestDrift(tl *Timeline) []ClockDrift {
+	if tl == nil || tl.Request.TSNS == 0 || tl.Request.DurationMS < 0 {
+		return nil
+	}
+	start := int64(tl.Request.TSNS)
+	end := start + int64(tl.Request.DurationMS*float64(time.Millisecond))
+	type span struct{ lo, hi int64 }
+	by := map[string]*span{}
+	for _, e := range tl.Events {
+		if e.Lane == "gateway" || e.TSNS == 0 || e.Node == "" {
+			continue
+		}
+		t := int64(e.TSNS)
+		s := by[e.Node]
+		if s == nil {
+			by[e.Node] = &span{t, t}
+			continue
+		}
+		s.lo, s.hi = min(s.lo, t), max(s.hi, t)
+	}
+	var out []ClockDrift
+	for node, s := range by {
+		behind := time.Duration(start-s.lo) - clockTolerance
+		ahead := time.Duration(s.hi-end) - clockTolerance
+		switch {
+		case behind > 0 && ahead > 0:
+		case behind > 0:
+			out = append(out, ClockDrift{Node: node, Behind: behind})
+		case ahead > 0:
+			out = append(out, ClockDrift{Node: node, Ahead: ahead})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}

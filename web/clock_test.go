@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,42 @@ func BenchmarkLineClocks(b *testing.B) {
 	for b.Loop() {
 		if len(lineClocks(lines)) != len(lines) {
 			b.Fatal("lines lost")
+		}
+	}
+}
+
+// TestRequestDrift: a node whose lines for a request lie outside the
+// gateway's span of it by more than the logs' one-second resolution is
+// named, with the lower bound of its remaining skew; lines within the span
+// (or within the resolution) say nothing.
+func TestRequestDrift(t *testing.T) {
+	start := time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
+	ev := func(lane, node string, d time.Duration) TimelineEvent {
+		return TimelineEvent{Lane: lane, Node: node, TSNS: uint64(start.Add(d).UnixNano())}
+	}
+	for _, tc := range []struct {
+		name   string
+		events []TimelineEvent
+		want   string
+	}{
+		{"inside the span", []TimelineEvent{ev("prefill", "p", 100*time.Millisecond), ev("decode", "d", 1900*time.Millisecond)}, ""},
+		{"within the resolution", []TimelineEvent{ev("prefill", "p", -900*time.Millisecond), ev("decode", "d", 2900*time.Millisecond)}, ""},
+		{"prefill behind", []TimelineEvent{ev("prefill", "p", -3500*time.Millisecond), ev("prefill", "p", -3*time.Second), ev("decode", "d", time.Second)}, "p behind 2.5s"},
+		{"decode ahead", []TimelineEvent{ev("decode", "d", 500*time.Millisecond), ev("decode", "d", 5*time.Second)}, "d ahead 2s"},
+		{"both sides: lines disagree", []TimelineEvent{ev("decode", "d", -5*time.Second), ev("decode", "d", 9*time.Second)}, ""},
+		{"the gateway's own line is the reference", []TimelineEvent{ev("gateway", "gw", 9*time.Second)}, ""},
+	} {
+		tl := &Timeline{Request: RequestRow{TSNS: uint64(start.UnixNano()), DurationMS: 2000}, Events: tc.events}
+		var got []string
+		for _, d := range requestDrift(tl) {
+			if d.Behind > 0 {
+				got = append(got, d.Node+" behind "+d.Behind.String())
+			} else {
+				got = append(got, d.Node+" ahead "+d.Ahead.String())
+			}
+		}
+		if strings.Join(got, "; ") != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -36,6 +36,9 @@ type requestView struct {
 	// applied to each (by line id); Offsets fold them per node.
 	Clocks  map[uint64]LineClock `json:"line_clocks"`
 	Offsets []NodeOffset         `json:"clock_offsets"`
+	// Drift is what this request's own times say about a node's clock
+	// left uncorrected (lower bounds; empty when nothing can be seen).
+	Drift []ClockDrift `json:"clock_drift"`
 }
 
 type laneView struct {
@@ -73,6 +76,7 @@ func (s *server) requestView(c *gin.Context) {
 	}
 	v := requestView{Timeline: tl, PoolChart: poolChart(tl), Clocks: lineClocks(tl.Lines)}
 	v.Offsets = nodeOffsets(tl.Lines, v.Clocks)
+	v.Drift = requestDrift(tl)
 	v.Swimlanes = swimlaneChart(tl, v.Offsets)
 	for _, l := range lanes {
 		lv := laneView{Name: l}
