@@ -62,6 +62,13 @@ func (s *server) audit(c *gin.Context, p *Principal, action string, params map[s
 	return true
 }
 
+// auditView is one page of the audit log with its page links (the JSON is
+// the AuditPage's).
+type auditView struct {
+	AuditPage
+	Links pageLinks `json:"-"`
+}
+
 func (s *server) auditList(c *gin.Context) {
 	q := AuditQuery{User: strings.TrimSpace(c.Query("user")), Action: strings.TrimSpace(c.Query("action")),
 		Tenant: strings.TrimSpace(c.Query("tenant")), Limit: pageLimit(c, 100)}
@@ -88,5 +95,5 @@ func (s *server) auditList(c *gin.Context) {
 	if !s.audit(c, principal(c), "audit_view", map[string]any{"user": q.User, "action": q.Action, "tenant_filter": q.Tenant, "cursor": c.Query("cursor")}, int64(len(page.Entries)), http.StatusOK) {
 		return
 	}
-	s.respond(c, "audit", "Audit log", page)
+	s.respond(c, "audit", "Audit log", auditView{AuditPage: page, Links: pager(c, "/admin/audit", page.Next)})
 }

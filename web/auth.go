@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -461,11 +462,51 @@ func (s *server) csrf() gin.HandlerFunc {
 			got = c.PostForm(csrfField)
 		}
 		if subtle.ConstantTimeCompare([]byte(got), []byte(p.csrf)) != 1 || got == "" {
-			s.deny(c, http.StatusForbidden)
+			s.formExpired(c)
 			return
 		}
 		c.Next()
 	}
+}
+
+// formExpired answers a same-origin form whose CSRF token is missing or
+// belongs to an earlier session (the user logged in again in another tab,
+// or the page was open across a restart without a session key). It is not
+// a permission problem, so it does not say so: it says the form expired
+// and links to a fresh copy of the page the form was on.
+func (s *server) formExpired(c *gin.Context) {
+	if isAPI(c) {
+		c.AbortWithStatusJSON(http.StatusForbidden, gin.H{"error": "the CSRF token is missing or stale: send X-CSRF-Token with the csrf_token of GET /api/v1/me"})
+		return
+	}
+	s.renderTitled(c, http.StatusForbidden, "error", "Form expired", errorPage{Status: http.StatusForbidden,
+		Message: "This form has expired: it was opened in an earlier sign-in (or arrived without its security token). Nothing was changed. Reload the page and submit it again.",
+		Reload:  reloadTarget(c)}, 0)
+	c.Abort()
+}
+
+// reloadTarget is the page a rejected form came from: the Referer when it
+// is on this site (Referrer-Policy same-origin sends it only then),
+// otherwise the page the form's action belongs to (/cases/x/hold → /cases/x).
+func reloadTarget(c *gin.Context) string {
+	if ref, err := url.Parse(c.GetHeader("Referer")); err == nil && ref.Host == c.Request.Host && ref.Path != "" &&
+		strings.HasPrefix(ref.Path, "/") && !strings.HasPrefix(ref.Path, "//") {
+		u := url.URL{Path: ref.Path, RawQuery: ref.RawQuery}
+		return u.String()
+	}
+	p := c.Request.URL.Path
+	for _, action := range []string{"/hold", "/release", "/analyze", "/exports"} {
+		if strings.HasPrefix(p, "/cases/") && strings.HasSuffix(p, action) {
+			return strings.TrimSuffix(p, action)
+		}
+	}
+	switch {
+	case p == "/logout":
+		return "/"
+	case strings.HasPrefix(p, "/cases"):
+		return p
+	}
+	return "/"
 }
 
 // sameOrigin refuses a request whose Origin (sent by browsers on POST)

@@ -65,7 +65,8 @@ func newBrowser(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 60*time.Second)
+	// One journey may take a few minutes on a busy 2-core machine.
+	ctx, cancel3 := context.WithTimeout(ctx, 4*time.Minute)
 	t.Cleanup(cancel3)
 	return ctx
 }
@@ -241,14 +242,57 @@ func TestBrowser(t *testing.T) {
 	if c := charts()["swimlanes"]; !strings.HasPrefix(c, "3/") && !strings.HasPrefix(c, "4/") {
 		t.Errorf("swimlanes chart series/marks = %q, want 3 or 4 lanes", c)
 	}
-	evID := run(t, ctx, chromedp.Evaluate[string](`document.querySelector('#evidence li a[href^="/evidence/"]').getAttribute('href')`))
+	// Each node's correction named on the page is the clock_offset its
+	// sources were ingested with (the simulator skews every engine node).
+	wantOffset := map[string]string{}
+	for _, s := range keep {
+		wantOffset[s.Node] = offsetText(s.ClockOffset)
+	}
+	offsets := run(t, ctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(Array.from(document.querySelectorAll('#clock-offsets .node-offset')).map(s => [s.dataset.node, s.textContent]))`))
+	skewed := 0
+	for node, txt := range offsets {
+		if want, ok := wantOffset[node]; !ok || txt != node+" "+want {
+			t.Errorf("request page names %q for %s, its sources were ingested with clock_offset %q", txt, node, want)
+		}
+		if wantOffset[node] != "none" {
+			skewed++
+		}
+	}
+	if len(offsets) < 2 || skewed == 0 {
+		t.Errorf("clock offsets on the request page: %v (want the gateway and the skewed engine nodes)", offsets)
+	}
+	// Ingest corrected every node's skew, so the request's own times show
+	// no clock left behind or ahead.
+	if d := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.clock-drift')).map(p => p.textContent)`)); len(d) != 0 {
+		t.Errorf("request page reports clock drift after correction: %v", d)
+	}
+	if n := run(t, ctx, chromedp.Evaluate[float64](`document.querySelectorAll('#evidence li .clock[data-offset-ns]').length`)); n == 0 {
+		t.Error("no evidence line shows its node's own clock")
+	}
+	evID := run(t, ctx, chromedp.Evaluate[string](`(document.querySelector('#evidence li .clock[data-offset-ns]:not([data-offset-ns="0"])') || document.querySelector('#evidence li')).closest('li').querySelector('a[href^="/evidence/"]').getAttribute('href')`))
 	page("05-evidence", evID, "main")
 	if !strings.Contains(run(t, ctx, chromedp.Text(chromedp.CSS("main"))), "UTC") {
 		t.Error("evidence page has no UTC label")
 	}
+	if clk := run(t, ctx, chromedp.Text(chromedp.ID("evidence-clock"))); !strings.Contains(clk, "as written in the line; offset ") || strings.Contains(clk, "offset none") {
+		t.Errorf("evidence page's clock: %q, want the node's own time and a non-zero offset", clk)
+	}
 	page("06-search", "/search?tenant="+url.QueryEscape(" "+strings.ToUpper(high.Tenant)+" "), "main")
 	if n := run(t, ctx, chromedp.Evaluate[float64](`document.querySelectorAll('main table tbody tr').length`)); n == 0 {
 		t.Errorf("search for %q (upper case, spaces) found nothing", high.Tenant)
+	}
+	// Keyset pages: next, then previous returns the same rows, and first.
+	page("06b-findings-page-1", "/findings?limit=3", "main")
+	firstRows := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('main table tbody tr a[href^="/findings/"]')).map(a => a.getAttribute('href'))`))
+	do(t, ctx, chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("prev-page")))
+	shot(t, ctx, art, "06c-findings-page-2")
+	if n := run(t, ctx, chromedp.Evaluate[float64](`document.querySelectorAll('#first-page').length`)); n != 1 {
+		t.Error("page 2 of the findings has no first-page link")
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("prev-page")), chromedp.WaitReady(chromedp.CSS("main table")))
+	back := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('main table tbody tr a[href^="/findings/"]')).map(a => a.getAttribute('href'))`))
+	if strings.Join(back, " ") != strings.Join(firstRows, " ") || len(back) == 0 {
+		t.Errorf("previous page shows %v, the first page showed %v", back, firstRows)
 	}
 	page("07-not-found", "/no/such/page", "main")
 	if n := run(t, ctx, chromedp.Evaluate[float64](`document.querySelectorAll('header nav a').length`)); n == 0 {
@@ -317,6 +361,83 @@ func TestBrowser(t *testing.T) {
 	if prompt == 0 {
 		t.Errorf("no prompt-vs-threshold chart on the case page (charts %v)", cs)
 	}
+	// Tier filter: each tier shows its exposed rows only; all is the default.
+	byTier := map[string]int{}
+	for _, r := range rec.Rows {
+		if r.Role == domain.Exposed {
+			byTier[string(r.Tier)]++
+		}
+	}
+	for _, tier := range []string{"confirmed", "likely", "possible"} {
+		// From the unfiltered page each time, so the next wait cannot see
+		// the previous filter's page.
+		do(t, ctx, chromedp.Navigate(caseURL), chromedp.WaitVisible(chromedp.ID("tier-select")))
+		run(t, ctx, chromedp.Evaluate[any](fmt.Sprintf(`document.getElementById('tier-select').value = %q; true`, tier)))
+		do(t, ctx, chromedp.Click(chromedp.ID("tier-apply")), chromedp.WaitVisible(chromedp.ID("tier-shown")))
+		tiers := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#affected tbody tr[data-role]')).map(r => r.dataset.role + '/' + r.dataset.tier)`))
+		for _, rt := range tiers {
+			if rt != "exposed/"+tier {
+				t.Errorf("tier %s shows a %s row", tier, rt)
+			}
+		}
+		if len(tiers) > byTier[tier] {
+			t.Errorf("tier %s: %d rows, the reconstruction has at most %d", tier, len(tiers), byTier[tier])
+		}
+		if len(tiers) > 0 && tier != "possible" {
+			shot(t, ctx, art, "08b-case-tier-"+tier)
+		}
+	}
+	do(t, ctx, chromedp.Navigate(caseURL+"?tier=maybe"), chromedp.WaitReady(chromedp.CSS("main")))
+	if msg := run(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(msg, "confirmed, likely or possible") {
+		t.Errorf("an unknown tier says %q", msg)
+	}
+	shot(t, ctx, art, "08c-case-bad-tier")
+	do(t, ctx, chromedp.Navigate(caseURL), chromedp.WaitVisible(chromedp.ID("case-title")))
+	// Victims the list names on no received row are shown, not left out.
+	received := map[string]bool{}
+	for _, r := range rec.Rows {
+		if r.Role == domain.Received {
+			for _, k := range r.RequestKeys {
+				received[k] = true
+			}
+		}
+	}
+	quiet := map[string]bool{}
+	for _, f := range cli {
+		key := f.RequestKey
+		if key == "" {
+			key = f.GatewayRequestID
+		}
+		if min, ok := analyze.VictimSeverity(f.Analyzer); ok && f.Severity.AtLeast(min) && key != "" && !received[key] {
+			quiet[key] = true
+		}
+	}
+	shownQuiet := run(t, ctx, chromedp.Evaluate[float64](`document.querySelectorAll('#quiet-victims tbody tr').length`))
+	if int(shownQuiet) != len(quiet) {
+		t.Errorf("case page lists %v victims without foreign data, the findings and reconstruction give %d", shownQuiet, len(quiet))
+	}
+	t.Logf("victims without foreign data on the case page: %v", shownQuiet)
+	// A form whose CSRF token is stale says it expired and offers a reload.
+	run(t, ctx, chromedp.Evaluate[any](`document.querySelector('form[action$="/hold"] input[name=_csrf]').value = 'stale'; true`))
+	do(t, ctx, chromedp.Click(chromedp.ID("hold")), chromedp.WaitVisible(chromedp.ID("reload")))
+	shot(t, ctx, art, "08d-form-expired")
+	if msg := run(t, ctx, chromedp.Text(chromedp.ID("error-message"))); !strings.Contains(msg, "expired") {
+		t.Errorf("stale form says %q", msg)
+	}
+	do(t, ctx, chromedp.Click(chromedp.ID("reload")), chromedp.WaitVisible(chromedp.ID("case-title")))
+	if loc := run(t, ctx, chromedp.Location()); strings.TrimSuffix(loc, "?") != caseURL {
+		t.Errorf("reload went to %s, want %s", loc, caseURL)
+	}
+	// An edit with the window's end before its start comes back with the
+	// message and the input kept.
+	run(t, ctx, chromedp.Evaluate[any](`document.querySelector('#case-edit input[name=window_to]').value = '2020-01-01T00:00:00';
+document.querySelector('#case-edit input[name=name]').value = 'edited name kept'; true`))
+	do(t, ctx, chromedp.Submit(chromedp.CSS("#case-edit input[name=name]")), chromedp.WaitVisible(chromedp.ID("form-error")))
+	shot(t, ctx, art, "08e-case-edit-rejected")
+	if v := run(t, ctx, chromedp.Evaluate[string](`document.querySelector('#case-edit input[name=name]').value`)); v != "edited name kept" {
+		t.Errorf("the rejected edit lost the input: name %q", v)
+	}
+	do(t, ctx, chromedp.Navigate(caseURL), chromedp.WaitVisible(chromedp.ID("case-title")))
 	// The data table of a chart is one click away.
 	do(t, ctx, chromedp.Click(chromedp.CSS("details.chart-data summary")))
 	shot(t, ctx, art, "09-case-chart-table")
@@ -357,6 +478,16 @@ func TestBrowser(t *testing.T) {
 	var m Manifest
 	if err := json.Unmarshal(mb, &m); err != nil {
 		t.Fatal(err)
+	}
+	tierSum := 0
+	for _, n := range m.ExposedByTier {
+		tierSum += n
+	}
+	if tierSum != m.Exposed {
+		t.Errorf("manifest exposed_by_tier %v sums to %d, exposed %d", m.ExposedByTier, tierSum, m.Exposed)
+	}
+	if _, cb := u.api(t, "compliance", "GET", "/api/v1"+exportPath+"/files/notification.csv", nil); !strings.Contains(strings.SplitN(string(cb), "\n", 2)[0], ",tier,") {
+		t.Errorf("CSV header lacks the tier: %.200s", cb)
 	}
 	wantRows := len(distinct)
 	if m.RowCount != uint64(wantRows) || shownRows != fmt.Sprint(wantRows) || m.User != "compliance-user" || m.Filter.ReconstructionID != rec.ID {

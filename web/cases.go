@@ -212,6 +212,18 @@ func (s *server) caseUpdate(c *gin.Context) {
 		return
 	}
 	cs, err := bindCase(c, old)
+	if err != nil && !isAPI(c) && domain.KindOf(err) == domain.Invalid {
+		// The case page comes back with the message and the edit kept.
+		v, verr := s.casePage(c, old, "")
+		if verr != nil {
+			s.fail(c, verr)
+			return
+		}
+		v.FormError, v.Form = domain.Message(err), formValues(c)
+		v.Form["status"] = c.PostForm("status")
+		s.renderTitled(c, http.StatusBadRequest, "case", "Case "+shown(old.Name, 80), v, 0)
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -234,17 +246,55 @@ func (s *server) caseUpdate(c *gin.Context) {
 
 // AffectedList is a case's notification list as the case page shows it.
 type AffectedList struct {
-	ReconstructionID string        `json:"reconstruction_id"`
-	ChosenBy         string        `json:"chosen_by"`
-	Total            uint64        `json:"total"`
-	Received         int           `json:"received"`
-	Exposed          int           `json:"exposed"`
-	Rows             []AffectedRow `json:"rows"`
+	ReconstructionID string `json:"reconstruction_id"`
+	ChosenBy         string `json:"chosen_by"`
+	// Total counts the whole list; Shown the rows after the tier filter.
+	Total    uint64 `json:"total"`
+	Shown    int    `json:"shown"`
+	Received int    `json:"received"`
+	Exposed  int    `json:"exposed"`
+	// ByTier counts the exposed rows of each tier in the whole list, so
+	// the filter can say what each choice holds.
+	ByTier map[domain.Tier]int `json:"exposed_by_tier"`
+	// Tier is the filter applied ("" for all): only exposed rows of that
+	// tier are listed, as `kvtrail affected --tier` does.
+	Tier domain.Tier   `json:"tier,omitempty"`
+	Rows []AffectedRow `json:"rows"`
+	// all is the whole list, before the tier filter.
+	all []AffectedRow
 }
 
-// affectedList reads the whole list with keyset pages: no row cap.
-func (s *server) affectedList(ctx context.Context, cs Case) (AffectedList, error) {
-	var l AffectedList
+// tierParam reads ?tier= (confirmed, likely or possible; empty means all).
+// An unknown tier is a 400 naming the three, never an empty list.
+func tierParam(c *gin.Context) (domain.Tier, error) {
+	v := c.Query("tier")
+	if !validUTF8Param(v) {
+		return "", invalid("bad tier")
+	}
+	if strings.EqualFold(strings.TrimSpace(v), "all") {
+		return "", nil
+	}
+	return domain.ParseTier(v)
+}
+
+// keepTier narrows rows to the exposed rows of tier ("" keeps all).
+func keepTier(rows []AffectedRow, tier domain.Tier) []AffectedRow {
+	if tier == "" {
+		return rows
+	}
+	out := rows[:0:0]
+	for _, r := range rows {
+		if r.Role == domain.Exposed && r.Tier == tier {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// affectedList reads the whole list with keyset pages (no row cap) and
+// keeps the rows of tier ("" for all).
+func (s *server) affectedList(ctx context.Context, cs Case, tier domain.Tier) (AffectedList, error) {
+	l := AffectedList{Tier: tier, ByTier: map[domain.Tier]int{}}
 	var err error
 	if l.ReconstructionID, l.ChosenBy, err = s.affected.Reconstruction(ctx, cs); err != nil || l.ReconstructionID == "" {
 		return l, err
@@ -283,19 +333,31 @@ func (s *server) affectedList(ctx context.Context, cs Case) (AffectedList, error
 			l.Received++
 		} else {
 			l.Exposed++
+			l.ByTier[r.Tier]++
 		}
 	}
+	l.all = l.Rows
+	l.Rows = keepTier(l.Rows, tier)
+	l.Shown = len(l.Rows)
 	return l, nil
 }
 
 type caseView struct {
-	Case      Case                                       `json:"case"`
-	Affected  AffectedList                               `json:"affected"`
-	Held      uint64                                     `json:"held_lines"`
-	Hold      HoldInfo                                   `json:"hold"`
-	Runs      []AnalyzerRun                              `json:"analyzer_runs"`
-	Exports   []Export                                   `json:"exports,omitempty"`
-	CanRun    bool                                       `json:"can_run_analyzers"`
+	Case     Case          `json:"case"`
+	Affected AffectedList  `json:"affected"`
+	Held     uint64        `json:"held_lines"`
+	Hold     HoldInfo      `json:"hold"`
+	Runs     []AnalyzerRun `json:"analyzer_runs"`
+	Exports  []Export      `json:"exports,omitempty"`
+	CanRun   bool          `json:"can_run_analyzers"`
+	Tiers    []domain.Tier `json:"-"`
+	// Quiet are victims the list names on no received row (own data only,
+	// or only possible foreign writers); QuietCapped: more exist.
+	Quiet       []QuietVictim `json:"affected_without_foreign_data"`
+	QuietCapped bool          `json:"affected_without_foreign_data_capped,omitempty"`
+	// FormError and Form re-render a rejected edit with its input kept.
+	FormError string                                     `json:"-"`
+	Form      map[string]string                          `json:"-"`
 	Charts    []*Chart                                   `json:"-"`
 	Message   string                                     `json:"-"`
 	FilterStr struct{ Tenants, Nodes, Analyzers string } `json:"-"`
@@ -306,47 +368,61 @@ func (s *server) caseView(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ctx := c.Request.Context()
-	v := caseView{Case: cs, CanRun: s.analyzer != nil, Message: c.Query("msg")}
-	var err error
-	if v.Affected, err = s.affectedList(ctx, cs); err != nil {
+	tier, err := tierParam(c)
+	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	v, err := s.casePage(c, cs, tier)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID, "tier": tier}, int64(len(v.Affected.Rows)), http.StatusOK) {
+		return
+	}
+	s.respond(c, "case", "Case "+shown(cs.Name, 80), v)
+}
+
+// casePage gathers what the case page shows.
+func (s *server) casePage(c *gin.Context, cs Case, tier domain.Tier) (caseView, error) {
+	ctx := c.Request.Context()
+	v := caseView{Case: cs, CanRun: s.analyzer != nil, Message: c.Query("msg"), Tiers: domain.Tiers}
+	var err error
+	if v.Affected, err = s.affectedList(ctx, cs, tier); err != nil {
+		return v, err
+	}
+	if v.Affected.ReconstructionID != "" {
+		if v.Quiet, v.QuietCapped, err = s.quietVictims(ctx, cs, v.Affected.all); err != nil {
+			return v, err
+		}
 	}
 	if v.Held, err = s.cases.HeldLines(ctx, cs.ID); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if v.Hold, err = s.cases.HoldInfo(ctx, cs.ID); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if v.Runs, err = s.cases.CaseRuns(ctx, cs.ID); err != nil {
-		s.fail(c, err)
-		return
+		return v, err
 	}
 	if s.charts != nil && !isAPI(c) {
 		if v.Charts, err = caseCharts(ctx, s.charts, cs); err != nil {
-			s.fail(c, err)
-			return
+			return v, err
 		}
 	}
 	if principal(c).Can(permExport) {
 		if v.Exports, err = s.exports.store.ListExports(ctx, cs.ID); err != nil {
-			s.fail(c, err)
-			return
+			return v, err
 		}
 		for i := range v.Exports {
 			v.Exports[i] = s.exports.withProgress(v.Exports[i])
 		}
 	}
-	if !s.audit(c, principal(c), "case_view", map[string]any{"case_id": cs.ID, "reconstruction_id": v.Affected.ReconstructionID}, int64(len(v.Affected.Rows)), http.StatusOK) {
-		return
-	}
 	v.FilterStr.Tenants = strings.Join(cs.Filters.Tenants, ", ")
 	v.FilterStr.Nodes = strings.Join(cs.Filters.Nodes, ", ")
 	v.FilterStr.Analyzers = strings.Join(cs.Filters.Analyzers, ", ")
-	s.respond(c, "case", "Case "+shown(cs.Name, 80), v)
+	return v, nil
 }
 
 func (s *server) caseAffected(c *gin.Context) {
@@ -354,12 +430,17 @@ func (s *server) caseAffected(c *gin.Context) {
 	if !ok {
 		return
 	}
-	l, err := s.affectedList(c.Request.Context(), cs)
+	tier, err := tierParam(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if !s.audit(c, principal(c), "affected_view", map[string]any{"case_id": cs.ID, "reconstruction_id": l.ReconstructionID}, int64(len(l.Rows)), http.StatusOK) {
+	l, err := s.affectedList(c.Request.Context(), cs, tier)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, principal(c), "affected_view", map[string]any{"case_id": cs.ID, "reconstruction_id": l.ReconstructionID, "tier": tier}, int64(len(l.Rows)), http.StatusOK) {
 		return
 	}
 	c.JSON(http.StatusOK, l)
@@ -467,7 +548,7 @@ func (s *server) caseTenant(c *gin.Context) {
 		return
 	}
 	v := searchView{SearchPage: page, Searched: true, CaseID: cs.ID, Tenant: tenant}
-	l, err := s.affectedList(c.Request.Context(), cs)
+	l, err := s.affectedList(c.Request.Context(), cs, "")
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -491,10 +572,6 @@ func (s *server) caseTenant(c *gin.Context) {
 	if !s.audit(c, principal(c), "tenant_view", map[string]any{"case_id": cs.ID, "tenant": tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
 		return
 	}
-	if page.Next != "" {
-		u := c.Request.URL.Query()
-		u.Set("cursor", page.Next)
-		v.NextURL = c.Request.URL.Path + "?" + u.Encode()
-	}
+	v.Links = pager(c, c.Request.URL.Path, page.Next)
 	s.respond(c, "search", "Tenant "+shown(tenant, 80), v)
 }

@@ -154,9 +154,10 @@ func human(v float64) string {
 	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
-// swimlaneChart draws a request's events on its lanes against time, with
-// the clock skew correction named in each mark's tooltip.
-func swimlaneChart(tl *Timeline) *Chart {
+// swimlaneChart draws a request's events on its lanes against time (the
+// corrected times), with the clock correction ingest applied to each
+// node's lines named in each mark's tooltip and in the data table.
+func swimlaneChart(tl *Timeline, offsets []NodeOffset) *Chart {
 	if len(tl.Events) == 0 {
 		return nil
 	}
@@ -177,7 +178,17 @@ func swimlaneChart(tl *Timeline) *Chart {
 		laneY[l] = y
 		c.YTicks = append(c.YTicks, Tick{Pos: y, Text: l})
 	}
-	c.Table.Head = []string{"time (UTC)", "lane", "node", "event", "detail", "line"}
+	off := map[string]string{}
+	for _, o := range offsets {
+		off[o.Node] = o.Text()
+	}
+	offText := func(node string) string {
+		if t, ok := off[node]; ok {
+			return t
+		}
+		return "unknown"
+	}
+	c.Table.Head = []string{"time (UTC, corrected)", "lane", "node", "clock offset applied", "event", "detail", "line"}
 	for _, l := range lanes {
 		s := Series{Name: l, Class: "lane-" + l, Kind: "points"}
 		for _, e := range tl.Events {
@@ -186,7 +197,7 @@ func swimlaneChart(tl *Timeline) *Chart {
 			}
 			t := time.Unix(0, int64(e.TSNS)).UTC()
 			s.Points = append(s.Points, Pt{X: ts.px(t), Y: laneY[l],
-				Title: fmt.Sprintf("%s %s on %s: %s", t.Format("15:04:05.000"), e.Event, e.Node, e.Detail)})
+				Title: fmt.Sprintf("%s %s on %s (clock offset %s): %s", t.Format("15:04:05.000"), e.Event, e.Node, offText(e.Node), e.Detail)})
 		}
 		if len(s.Points) > 0 {
 			c.Series = append(c.Series, s)
@@ -194,7 +205,7 @@ func swimlaneChart(tl *Timeline) *Chart {
 	}
 	for _, e := range tl.Events {
 		c.Table.Rows = append(c.Table.Rows, []string{time.Unix(0, int64(e.TSNS)).UTC().Format("2006-01-02 15:04:05.000"),
-			e.Lane, e.Node, e.Event, e.Detail, e.LineID.String()})
+			e.Lane, e.Node, offText(e.Node), e.Event, e.Detail, e.LineID.String()})
 	}
 	return c
 }

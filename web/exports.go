@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -129,8 +130,8 @@ func (x *exporter) heartbeat(ctx context.Context, e Export) uint64 {
 	}
 }
 
-// start records the job and runs it in the background.
-func (x *exporter) start(ctx context.Context, cs Case, p *Principal) (Export, error) {
+// start records the job (the exposed rows of tier only, when set) and runs it in the background.
+func (x *exporter) start(ctx context.Context, cs Case, p *Principal, tier domain.Tier) (Export, error) {
 	now := x.now().UTC()
 	e := Export{ID: newID("exp-"), CaseID: cs.ID, RequestedBy: p.Name, CreatedAt: now, Status: "running", Version: uint64(now.UnixNano())}
 	if err := x.store.SaveExport(ctx, e); err != nil {
@@ -149,7 +150,7 @@ func (x *exporter) start(ctx context.Context, cs Case, p *Principal) (Export, er
 		hctx, stopHeartbeat := context.WithCancel(jctx)
 		lastVersion := make(chan uint64, 1)
 		go func() { lastVersion <- x.heartbeat(hctx, e) }()
-		m, sum, err := x.run(jctx, e, cs, p)
+		m, sum, err := x.run(jctx, e, cs, p, tier)
 		stopHeartbeat()
 		final := e
 		// After the last heartbeat, so the final row is the newest version.
@@ -215,96 +216,114 @@ func csvSafe(s string) string {
 	return s
 }
 
+// csvHeader: tier and counterparts come last so that readers of the
+// earlier column order keep working.
 var csvHeader = []string{"tenant", "affected_role", "requests", "first_ts", "last_ts", "confidence", "models", "nodes",
-	"request_keys", "finding_ids", "reconstruction_id", "case_id"}
+	"request_keys", "finding_ids", "reconstruction_id", "case_id", "tier", "counterparts"}
 
 func csvRecord(r AffectedRow) []string {
 	rec := []string{r.Tenant, string(r.Role), fmt.Sprint(r.Requests), r.FirstTS.UTC().Format(time.RFC3339), r.LastTS.UTC().Format(time.RFC3339),
 		fmt.Sprintf("%.3f", r.Confidence), strings.Join(r.Models, " "), strings.Join(r.Nodes, " "),
-		strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " "), r.ReconstructionID, r.CaseID}
+		strings.Join(r.RequestKeys, " "), strings.Join(r.FindingIDs, " "), r.ReconstructionID, r.CaseID,
+		string(r.Tier), strings.Join(r.Counterparts, " ")}
 	for i := range rec {
 		rec[i] = csvSafe(rec[i])
 	}
 	return rec
 }
 
-// run streams the case's list with keyset pages into CSV and JSON, writes
-// one PDF per tenant, then the manifest. The row count must equal the count
-// taken at the start, or the export fails: never a silent truncation.
-func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*Manifest, string, error) {
-	dir := filepath.Join(x.dir, e.ID)
-	if err := os.MkdirAll(filepath.Join(dir, "pdf"), 0o750); err != nil {
+// exportJob is one export being written: the case, the tier filter, the
+// manifest being filled, and what the PDFs and the manifest need from the
+// rows streamed past.
+type exportJob struct {
+	e    Export
+	cs   Case
+	tier domain.Tier
+	dir  string
+	m    *Manifest
+	// total is the whole list's row count taken at the start; read counts
+	// the rows streamed (before the tier filter) and must end equal to it.
+	total, read uint64
+	perTenant   map[string][]AffectedRow
+	findingIDs  map[string]bool
+}
+
+// run writes an export in four steps: pin the reconstruction and count its
+// rows, stream the rows into CSV and JSON, write one PDF per tenant, then
+// the manifest. The rows read must equal the count taken at the start, or
+// the export fails: never a silent truncation.
+func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal, tier domain.Tier) (*Manifest, string, error) {
+	j, err := x.prepare(ctx, e, cs, p, tier)
+	if err != nil {
 		return nil, "", err
 	}
-	m := &Manifest{ExportID: e.ID, CaseID: cs.ID, CaseName: cs.Name, User: p.Name, Role: p.Role, StartedAt: e.CreatedAt,
-		KvtrailVersion: x.version, Filter: ManifestFilter{WindowFrom: cs.From, WindowTo: cs.To, Tenants: cs.Filters.Tenants,
-			Nodes: cs.Filters.Nodes, Analyzers: cs.Filters.Analyzers}}
+	if err := x.writeRows(ctx, j); err != nil {
+		return nil, "", err
+	}
+	if err := x.writePDFs(j); err != nil {
+		return nil, "", err
+	}
+	return x.writeManifest(ctx, j)
+}
+
+// prepare makes the export's directory, starts its manifest and pins the
+// reconstruction the case page shows, with its row count.
+func (x *exporter) prepare(ctx context.Context, e Export, cs Case, p *Principal, tier domain.Tier) (*exportJob, error) {
+	j := &exportJob{e: e, cs: cs, tier: tier, dir: filepath.Join(x.dir, e.ID),
+		perTenant: map[string][]AffectedRow{}, findingIDs: map[string]bool{}}
+	if err := os.MkdirAll(filepath.Join(j.dir, "pdf"), 0o750); err != nil {
+		return nil, err
+	}
+	j.m = &Manifest{ExportID: e.ID, CaseID: cs.ID, CaseName: cs.Name, User: p.Name, Role: p.Role, StartedAt: e.CreatedAt,
+		KvtrailVersion: x.version, ExposedByTier: map[domain.Tier]int{},
+		Filter: ManifestFilter{WindowFrom: cs.From, WindowTo: cs.To, Tenants: cs.Filters.Tenants,
+			Nodes: cs.Filters.Nodes, Analyzers: cs.Filters.Analyzers, Tier: tier}}
 	var err error
-	if m.Filter.ReconstructionID, m.Filter.ChosenBy, err = x.affected.Reconstruction(ctx, cs); err != nil {
-		return nil, "", err
+	if j.m.Filter.ReconstructionID, j.m.Filter.ChosenBy, err = x.affected.Reconstruction(ctx, cs); err != nil {
+		return nil, err
 	}
-	var total uint64
-	if m.Filter.ReconstructionID != "" {
-		if total, err = x.affected.AffectedCount(ctx, m.Filter.ReconstructionID, cs.Filters.Tenants); err != nil {
-			return nil, "", err
+	if j.m.Filter.ReconstructionID != "" {
+		if j.total, err = x.affected.AffectedCount(ctx, j.m.Filter.ReconstructionID, cs.Filters.Tenants); err != nil {
+			return nil, err
 		}
 	}
-	x.setProgress(e.ID, 0, total)
-	cf, err := createHashed(dir, fileCSV)
+	x.setProgress(e.ID, 0, j.total)
+	return j, nil
+}
+
+// writeRows streams the list in keyset pages into notification.csv and
+// notification.json (no row cap), keeping the rows of the job's tier, and
+// remembers per tenant what its PDF needs.
+func (x *exporter) writeRows(ctx context.Context, j *exportJob) error {
+	cf, err := createHashed(j.dir, fileCSV)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	jf, err := createHashed(dir, fileJSON)
+	jf, err := createHashed(j.dir, fileJSON)
 	if err != nil {
-		return nil, "", err
+		return err
 	}
 	cw := csv.NewWriter(cf)
 	if err := cw.Write(csvHeader); err != nil {
-		return nil, "", err
+		return err
 	}
 	if _, err := io.WriteString(jf, "[\n"); err != nil {
-		return nil, "", err
+		return err
 	}
-	perTenant := map[string][]AffectedRow{}
-	findingIDs := map[string]bool{}
 	var after *AffectedKey
-	for m.Filter.ReconstructionID != "" {
-		rows, err := x.affected.AffectedPage(ctx, m.Filter.ReconstructionID, cs.Filters.Tenants, after, exportChunk)
+	for j.m.Filter.ReconstructionID != "" {
+		rows, err := x.affected.AffectedPage(ctx, j.m.Filter.ReconstructionID, j.cs.Filters.Tenants, after, exportChunk)
 		if err != nil {
-			return nil, "", err
+			return err
 		}
 		normalizeRoles(rows)
-		for _, r := range rows {
-			if err := cw.Write(csvRecord(r)); err != nil {
-				return nil, "", err
+		j.read += uint64(len(rows))
+		for _, r := range keepTier(rows, j.tier) {
+			if err := j.writeRow(cw, jf, r); err != nil {
+				return err
 			}
-			b, err := json.Marshal(r)
-			if err != nil {
-				return nil, "", err
-			}
-			sep := ",\n"
-			if m.RowCount == 0 {
-				sep = ""
-			}
-			if _, err := io.WriteString(jf, sep+string(b)); err != nil {
-				return nil, "", err
-			}
-			m.RowCount++
-			if r.Role == domain.Received {
-				m.Received++
-			} else {
-				m.Exposed++
-			}
-			for _, f := range r.FindingIDs {
-				findingIDs[f] = true
-			}
-			keep := r
-			if len(keep.RequestKeys) > maxPDFKeys {
-				keep.RequestKeys = keep.RequestKeys[:maxPDFKeys]
-			}
-			perTenant[r.Tenant] = append(perTenant[r.Tenant], keep)
 		}
-		x.setProgress(e.ID, m.RowCount, total)
+		x.setProgress(j.e.ID, j.read, j.total)
 		if len(rows) < exportChunk {
 			break
 		}
@@ -313,49 +332,95 @@ func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*M
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
-		return nil, "", err
+		return err
 	}
 	if _, err := io.WriteString(jf, "\n]\n"); err != nil {
-		return nil, "", err
+		return err
 	}
-	if m.RowCount != total {
-		return nil, "", fmt.Errorf("export %s: wrote %d rows but the list has %d", e.ID, m.RowCount, total)
+	if j.read != j.total {
+		return fmt.Errorf("export %s: read %d rows but the list has %d", j.e.ID, j.read, j.total)
 	}
 	for _, h := range []*hashedFile{cf, jf} {
 		mf, err := h.close()
 		if err != nil {
-			return nil, "", err
+			return err
 		}
-		mf.Rows = m.RowCount
-		m.Files = append(m.Files, mf)
+		mf.Rows = j.m.RowCount
+		j.m.Files = append(j.m.Files, mf)
 	}
-	tenants := make([]string, 0, len(perTenant))
-	for t := range perTenant {
+	return nil
+}
+
+// writeRow adds one row to the CSV and JSON files and to the counts.
+func (j *exportJob) writeRow(cw *csv.Writer, jf io.Writer, r AffectedRow) error {
+	if err := cw.Write(csvRecord(r)); err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	sep := ",\n"
+	if j.m.RowCount == 0 {
+		sep = ""
+	}
+	if _, err := io.WriteString(jf, sep+string(b)); err != nil {
+		return err
+	}
+	j.m.RowCount++
+	if r.Role == domain.Received {
+		j.m.Received++
+	} else {
+		j.m.Exposed++
+		j.m.ExposedByTier[r.Tier]++
+	}
+	for _, f := range r.FindingIDs {
+		j.findingIDs[f] = true
+	}
+	keep := r
+	if len(keep.RequestKeys) > maxPDFKeys {
+		keep.RequestKeys = keep.RequestKeys[:maxPDFKeys]
+	}
+	j.perTenant[r.Tenant] = append(j.perTenant[r.Tenant], keep)
+	return nil
+}
+
+// writePDFs writes one PDF per tenant, in tenant order.
+func (x *exporter) writePDFs(j *exportJob) error {
+	tenants := make([]string, 0, len(j.perTenant))
+	for t := range j.perTenant {
 		tenants = append(tenants, t)
 	}
 	sort.Strings(tenants)
-	m.Tenants = len(tenants)
+	j.m.Tenants = len(tenants)
 	for _, t := range tenants {
-		mf, err := x.writePDF(dir, cs, m, t, perTenant[t])
+		mf, err := x.writePDF(j.dir, j.cs, j.m, t, j.perTenant[t])
 		if err != nil {
-			return nil, "", err
+			return err
 		}
-		m.Files = append(m.Files, mf)
+		j.m.Files = append(j.m.Files, mf)
 	}
-	ids := make([]string, 0, len(findingIDs))
-	for f := range findingIDs {
+	return nil
+}
+
+// writeManifest names the analyzer versions behind the rows and writes
+// manifest.json; it returns the manifest and the file's SHA-256.
+func (x *exporter) writeManifest(ctx context.Context, j *exportJob) (*Manifest, string, error) {
+	ids := make([]string, 0, len(j.findingIDs))
+	for f := range j.findingIDs {
 		ids = append(ids, f)
 	}
 	sort.Strings(ids)
-	if m.AnalyzerVersions, err = x.versions.AnalyzerVersions(ctx, ids); err != nil {
+	var err error
+	if j.m.AnalyzerVersions, err = x.versions.AnalyzerVersions(ctx, ids); err != nil {
 		return nil, "", err
 	}
-	m.FinishedAt = x.now().UTC()
-	b, err := json.MarshalIndent(m, "", "  ")
+	j.m.FinishedAt = x.now().UTC()
+	b, err := json.MarshalIndent(j.m, "", "  ")
 	if err != nil {
 		return nil, "", err
 	}
-	mh, err := createHashed(dir, fileManifest)
+	mh, err := createHashed(j.dir, fileManifest)
 	if err != nil {
 		return nil, "", err
 	}
@@ -366,7 +431,7 @@ func (x *exporter) run(ctx context.Context, e Export, cs Case, p *Principal) (*M
 	if err != nil {
 		return nil, "", err
 	}
-	return m, mf.SHA256, nil
+	return j.m, mf.SHA256, nil
 }
 
 // pdfName is a file name for a tenant's PDF: a readable, safe prefix and a
@@ -422,6 +487,16 @@ func (x *exporter) writePDF(dir string, cs Case, m *Manifest, tenant string, row
 			what = "Data possibly exposed to another customer"
 		}
 		pdf.MultiCell(0, 7, txt(what), "", "L", false)
+		if r.Role != domain.Received {
+			line("Certainty (tier)", tierMeaning(r.Tier))
+		}
+		if len(r.Counterparts) > 0 {
+			who := "Data received from"
+			if r.Role != domain.Received {
+				who = "Exposed to"
+			}
+			line(who, strings.Join(r.Counterparts, ", "))
+		}
 		line("Requests", fmt.Sprint(r.Requests))
 		line("First / last (UTC)", r.FirstTS.UTC().Format(time.RFC3339)+" / "+r.LastTS.UTC().Format(time.RFC3339))
 		line("Confidence", fmt.Sprintf("%.0f%%", r.Confidence*100))
@@ -443,6 +518,19 @@ func (x *exporter) writePDF(dir string, cs Case, m *Manifest, tenant string, row
 	return mf, err
 }
 
+// tierMeaning says in a sentence what an exposed row's tier means.
+func tierMeaning(t domain.Tier) string {
+	switch t {
+	case domain.Confirmed:
+		return "confirmed: page events show the leaked read of this tenant's pages"
+	case domain.Likely:
+		return "likely: the allocator replay puts this tenant's data in the leaked pages under every order the logs allow"
+	case domain.Possible:
+		return "possible: this tenant's data was in the leaked pages under some order the logs allow (or next to them in the free list), or it was served on the same node and rank when no replay was possible"
+	}
+	return "not recorded by this reconstruction"
+}
+
 // --- handlers ---
 
 func (s *server) exportCreate(c *gin.Context) {
@@ -451,12 +539,21 @@ func (s *server) exportCreate(c *gin.Context) {
 		return
 	}
 	p := principal(c)
-	e, err := s.exports.start(c.Request.Context(), cs, p)
+	// The tier comes as ?tier= (API) or the case page's hidden field.
+	if v := c.PostForm("tier"); v != "" && c.Query("tier") == "" {
+		c.Request.URL.RawQuery = url.Values{"tier": {v}}.Encode()
+	}
+	tier, err := tierParam(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if !s.audit(c, p, "export_create", map[string]any{"case_id": cs.ID, "export_id": e.ID, "from": cs.From, "to": cs.To, "filters": cs.Filters}, 0, http.StatusAccepted) {
+	e, err := s.exports.start(c.Request.Context(), cs, p, tier)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.audit(c, p, "export_create", map[string]any{"case_id": cs.ID, "export_id": e.ID, "from": cs.From, "to": cs.To, "filters": cs.Filters, "tier": tier}, 0, http.StatusAccepted) {
 		return
 	}
 	if isAPI(c) {

@@ -17,8 +17,7 @@ type findingStore interface {
 
 type findingsView struct {
 	FindingPage
-	NextURL  string `json:"-"`
-	FirstURL string `json:"-"`
+	Links pageLinks `json:"-"`
 }
 
 func (s *server) findingsList(c *gin.Context) {
@@ -57,12 +56,7 @@ func (s *server) findingsList(c *gin.Context) {
 		"min_confidence": q.MinConfidence, "run_id": q.RunID, "tenant": q.Tenant, "cursor": q.Cursor}, int64(page.Total), http.StatusOK) {
 		return
 	}
-	v := findingsView{FindingPage: page, FirstURL: firstPageURL(c, "/findings")}
-	if page.Next != "" {
-		u := c.Request.URL.Query()
-		u.Set("cursor", page.Next)
-		v.NextURL = "/findings?" + u.Encode()
-	}
+	v := findingsView{FindingPage: page, Links: pager(c, "/findings", page.Next)}
 	s.respond(c, "findings", "Findings", v)
 }
 

@@ -100,6 +100,14 @@ var funcs = template.FuncMap{
 		}
 		return time.Unix(0, int64(ns)).UTC().Format("2006-01-02 15:04:05.000") + " UTC"
 	},
+	// tsClock prints a node's own clock reading: no zone, since the node
+	// wrote none that kvtrail keeps.
+	"tsClock": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000")
+	},
 	"inputTime": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -175,10 +183,15 @@ func (s *server) renderError(c *gin.Context, status int, msg string) {
 		c.AbortWithStatusJSON(status, gin.H{"error": msg})
 		return
 	}
-	s.renderTitled(c, status, "error", http.StatusText(status), struct {
-		Status  int
-		Message string
-	}{status, msg}, 0)
+	s.renderTitled(c, status, "error", http.StatusText(status), errorPage{Status: status, Message: msg}, 0)
+}
+
+// errorPage is what the error template shows; Reload, when set, is a link
+// to a fresh copy of the page the user came from.
+type errorPage struct {
+	Status  int
+	Message string
+	Reload  string
 }
 
 // fail maps an error to a status. Internal errors are logged and shown
@@ -197,16 +210,75 @@ func (s *server) fail(c *gin.Context, err error) {
 	c.Abort()
 }
 
-// firstPageURL is the current listing without its cursor, "" on the
-// first page. Keyset pages have no cheap "previous"; the first page is one
-// click away, and the browser's back button is the previous page.
-func firstPageURL(c *gin.Context, path string) string {
+// pageLinks are a keyset listing's links: the first page, the previous
+// page and the next page ("" where there is none).
+type pageLinks struct {
+	First, Prev, Next string
+}
+
+// Keyset pages have no cheap way back, so each link carries the cursors of
+// the pages before it in ?trail= (dot-separated; cursors are base64url or
+// digits), at most maxTrail of them; a trail that lost its oldest cursors
+// starts with trailCut, and once it is used up only "first page" is
+// offered rather than a previous page that would skip some.
+const (
+	maxTrail = 30
+	trailSep = "."
+	trailCut = "~"
+)
+
+// pager builds the links of the listing at path for the current query
+// (its filters kept), given the next page's cursor ("" on the last page).
+func pager(c *gin.Context, path, next string) pageLinks {
 	q := c.Request.URL.Query()
-	if q.Get("cursor") == "" {
+	cur := q.Get("cursor")
+	var trail []string
+	if t := q.Get("trail"); t != "" {
+		trail = strings.Split(t, trailSep)
+	}
+	link := func(cursor string, trail []string) string {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = vs
+		}
+		v.Del("cursor")
+		v.Del("trail")
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		if len(trail) > 0 {
+			v.Set("trail", strings.Join(trail, trailSep))
+		}
+		if len(v) == 0 {
+			return path
+		}
+		return path + "?" + v.Encode()
+	}
+	var l pageLinks
+	if cur == "" {
+		return pageLinks{Next: nextLink(link, next, nil)}
+	}
+	l.First = link("", nil)
+	switch n := len(trail); {
+	case n == 0:
+		l.Prev = l.First
+	case trail[n-1] == trailCut:
+		// The trail was cut: the page before is not known.
+	default:
+		l.Prev = link(trail[n-1], trail[:n-1])
+	}
+	l.Next = nextLink(link, next, append(trail[:len(trail):len(trail)], cur))
+	return l
+}
+
+func nextLink(link func(string, []string) string, next string, trail []string) string {
+	if next == "" {
 		return ""
 	}
-	q.Del("cursor")
-	return path + "?" + q.Encode()
+	if len(trail) > maxTrail {
+		trail = append([]string{trailCut}, trail[len(trail)-maxTrail+1:]...)
+	}
+	return link(next, trail)
 }
 
 // parseTime accepts RFC 3339, "2006-01-02T15:04[:05]" (UTC, what

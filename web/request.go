@@ -32,6 +32,13 @@ type requestView struct {
 	Lanes     []laneView `json:"-"`
 	Swimlanes *Chart     `json:"-"`
 	PoolChart *Chart     `json:"-"`
+	// Clocks are the evidence lines' own times and the correction ingest
+	// applied to each (by line id); Offsets fold them per node.
+	Clocks  map[uint64]LineClock `json:"line_clocks"`
+	Offsets []NodeOffset         `json:"clock_offsets"`
+	// Drift is what this request's own times say about a node's clock
+	// left uncorrected (lower bounds; empty when nothing can be seen).
+	Drift []ClockDrift `json:"clock_drift"`
 }
 
 type laneView struct {
@@ -67,7 +74,10 @@ func (s *server) requestView(c *gin.Context) {
 	if !s.audit(c, principal(c), "request_view", map[string]any{"request_id": id, "tenant": tl.Request.Tenant, "context": secs}, 1, http.StatusOK) {
 		return
 	}
-	v := requestView{Timeline: tl, Swimlanes: swimlaneChart(tl), PoolChart: poolChart(tl)}
+	v := requestView{Timeline: tl, PoolChart: poolChart(tl), Clocks: lineClocks(tl.Lines)}
+	v.Offsets = nodeOffsets(tl.Lines, v.Clocks)
+	v.Drift = requestDrift(tl)
+	v.Swimlanes = swimlaneChart(tl, v.Offsets)
 	for _, l := range lanes {
 		lv := laneView{Name: l}
 		for _, e := range tl.Events {
@@ -77,11 +87,13 @@ func (s *server) requestView(c *gin.Context) {
 		}
 		v.Lanes = append(v.Lanes, lv)
 	}
-	if isAPI(c) {
-		c.JSON(http.StatusOK, tl)
-		return
-	}
 	s.respond(c, "request", "Request "+shown(id, 80), v)
+}
+
+// evidenceView is one line with its node's own clock.
+type evidenceView struct {
+	RawLine
+	Clock LineClock `json:"clock"`
 }
 
 // evidence shows one raw line in full (tables show at most maxShownLine).
@@ -115,5 +127,5 @@ func (s *server) evidence(c *gin.Context) {
 	if !s.audit(c, principal(c), "evidence_view", map[string]any{"line_id": strconv.FormatUint(id, 10)}, 1, http.StatusOK) {
 		return
 	}
-	s.respond(c, "evidence", "Evidence line", lines[0])
+	s.respond(c, "evidence", "Evidence line", evidenceView{RawLine: lines[0], Clock: newClockReader().clock(lines[0].LogFormat, lines[0].Line, lines[0].TSNS)})
 }

@@ -75,10 +75,9 @@ func searchParams(q SearchQuery) map[string]any {
 // searchView is the search page: the form, one page of rows, the total.
 type searchView struct {
 	SearchPage
-	Searched bool   `json:"-"`
-	NextURL  string `json:"-"`
-	FirstURL string `json:"-"`
-	CaseID   string `json:"case_id,omitempty"`
+	Searched bool      `json:"-"`
+	Links    pageLinks `json:"-"`
+	CaseID   string    `json:"case_id,omitempty"`
 	// Tenant and Affected are set on a case's tenant view.
 	Tenant   string        `json:"tenant,omitempty"`
 	Affected []AffectedRow `json:"affected,omitempty"`
@@ -105,7 +104,7 @@ func (s *server) search(c *gin.Context) {
 		return
 	}
 	searched := len(c.Request.URL.RawQuery) > 0
-	view := searchView{SearchPage: SearchPage{Query: q}, Searched: searched, FirstURL: firstPageURL(c, "/search")}
+	view := searchView{SearchPage: SearchPage{Query: q}, Searched: searched}
 	if searched || isAPI(c) {
 		page, err := s.searches.SearchRequests(c.Request.Context(), q)
 		if err != nil {
@@ -116,11 +115,7 @@ func (s *server) search(c *gin.Context) {
 			return
 		}
 		view.SearchPage = page
-		if page.Next != "" {
-			v := c.Request.URL.Query()
-			v.Set("cursor", page.Next)
-			view.NextURL = "/search?" + v.Encode()
-		}
+		view.Links = pager(c, "/search", page.Next)
 	}
 	s.respond(c, "search", "Search requests", view)
 }

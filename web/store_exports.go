@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Export is a notification-list export job and, when done, its manifest.
@@ -36,13 +38,15 @@ type Manifest struct {
 	RowCount         uint64              `json:"row_count"`
 	Received         int                 `json:"received"`
 	Exposed          int                 `json:"exposed"`
-	Tenants          int                 `json:"tenants"`
-	Files            []ManifestFile      `json:"files"`
-	User             string              `json:"user"`
-	Role             string              `json:"role"`
-	StartedAt        time.Time           `json:"started_at"`
-	FinishedAt       time.Time           `json:"finished_at"`
-	KvtrailVersion   string              `json:"kvtrail_version"`
+	// ExposedByTier counts the exported exposed rows of each tier.
+	ExposedByTier  map[domain.Tier]int `json:"exposed_by_tier"`
+	Tenants        int                 `json:"tenants"`
+	Files          []ManifestFile      `json:"files"`
+	User           string              `json:"user"`
+	Role           string              `json:"role"`
+	StartedAt      time.Time           `json:"started_at"`
+	FinishedAt     time.Time           `json:"finished_at"`
+	KvtrailVersion string              `json:"kvtrail_version"`
 }
 
 // ManifestFilter is what selected the rows.
@@ -54,6 +58,8 @@ type ManifestFilter struct {
 	Analyzers        []string  `json:"analyzers"`
 	ReconstructionID string    `json:"reconstruction_id"`
 	ChosenBy         string    `json:"reconstruction_chosen_by"`
+	// Tier, when set, limited the export to exposed rows of that tier.
+	Tier domain.Tier `json:"tier,omitempty"`
 }
 
 // ManifestFile is one file of the export with its digest.
