@@ -85,7 +85,7 @@ func busy(dir, path string) error {
 	fmt.Fprintf(&b, "the embedded store in %s is in use by `kvtrail %s` (pid %d, since %s); it serves one process at a time",
 		dir, h.Command, h.PID, h.Started.UTC().Format(time.RFC3339))
 	if h.URL != "" {
-		fmt.Fprintf(&b, ": use that server's UI and API at %s (uploads, analysis, findings, affected lists and exports), or stop it first", h.URL)
+		fmt.Fprintf(&b, ": use that server's UI and API at %s, or stop it first", h.URL)
 	} else {
 		b.WriteString(": wait for it to finish or stop it first")
 	}
