@@ -6,13 +6,13 @@
 # `kvtrail bench ingest` (the server's ratio to clickhouse-client) and
 # `kvtrail bench analyze` on each engine. Figures: README, docs/clickhouse.md.
 #
-#   ./scripts/bench-engines.sh [SCALE] [RUNS]     (default 0.02, 1)
+#   ./scripts/bench-engines.sh [SCALE] [RUNS]     (default 0.1, the demo's; 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 CHDB_VERSION=26.7.3-stable.1
-scale=${1:-0.02}
+scale=${1:-0.1}
 runs=${2:-1}
 need_go
 need_apt clickhouse-server clickhouse-client
@@ -43,7 +43,7 @@ vmhwm() { awk '/VmHWM/ {print int($2/1024)}' "/proc/$1/status"; }
 
 for run in $(seq 1 "$runs"); do
   echo "== run $run of $runs (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-  echo "server (ClickHouse $(clickhouse-server --version 2>/dev/null | grep -o '[0-9][0-9.]*' | head -1), its own process):"
+  echo "server (ClickHouse $(clickhouse-client --version 2>/dev/null | grep -o '[0-9][0-9.]*[0-9]' | head -1), its own process):"
   rm -rf "$work/ch" "$work/addr"
   "$kv" clickhouse run --data-dir "$work/ch" --addr-file "$work/addr" --log-level warn >"$work/ch.log" 2>&1 &
   chpid=$!
@@ -61,14 +61,14 @@ for run in $(seq 1 "$runs"); do
   export KVTRAIL_LOCAL_EMBEDDED_DIR=$work/emb
   timed "kvtrail ingest" "$kv" "${embedded[@]}" ingest --manifest "$manifest"
   timed "kvtrail analyze" "$kv" "${embedded[@]}" analyze
-  "$kv" "${embedded[@]}" findings --format json | wc -l | xargs printf '  findings: %s\n'
+  "$kv" "${embedded[@]}" --log-level warn findings --format json | wc -l | xargs printf '  findings: %s\n'
   du -sm "$work/emb" | cut -f1 | xargs printf '  store on disk: %s MB\n'
   unset KVTRAIL_LOCAL_EMBEDDED_DIR
 done
 
 echo "== kvtrail bench ingest (managed server; its baseline is clickhouse-client)"
-(cd "$work" && "$kv" bench ingest --dir "$work/sim" --data-dir "$work/ch2") | grep -E "ratio|RSS|lines/s"
+(cd "$work" && "$kv" bench ingest --dir "$work/sim" --data-dir "$work/ch2" --log-level warn)
 echo "== kvtrail bench analyze, server"
-(cd "$work" && "$kv" bench analyze --scale "$scale" --data-dir "$work/ch3") | grep -E "total|ratio|load"
+(cd "$work" && "$kv" bench analyze --scale "$scale" --data-dir "$work/ch3" --log-level warn)
 echo "== kvtrail bench analyze, embedded"
-(cd "$work" && KVTRAIL_LOCAL_EMBEDDED_DIR=$work/emb2 "$kv" bench analyze --engine embedded --scale "$scale") | grep -E "total|ratio|load"
+(cd "$work" && KVTRAIL_LOCAL_EMBEDDED_DIR=$work/emb2 "$kv" bench analyze --engine embedded --scale "$scale" --log-level warn)

@@ -41,7 +41,7 @@ var (
 // chdbConnection and chdbResult mirror chdb.h's handles: a struct holding
 // one opaque pointer.
 type chdbConnection struct{ internal unsafe.Pointer }
-type chdbResult struct{ internal unsafe.Pointer }
+type chdbResult struct{ _ unsafe.Pointer }
 
 // FindLibrary returns the libchdb.so to load: explicit when set, else
 // $CHDB_LIB_PATH, else .cache/chdb/LibraryVersion/libchdb.so in the working
