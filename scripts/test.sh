@@ -28,8 +28,8 @@ if [ -n "$unformatted" ]; then
 fi
 echo "==> go vet"
 go vet ./...
-# The chdb packages build only with the chdb tag (chdb-go loads the library
-# in its init).
+# The modern-engine tier's tests build only with the chdb tag (they need the
+# library); internal/chdbstore itself is in the default build.
 go vet -tags chdb ./internal/chdbstore/ ./internal/chdbtier/
 echo "==> staticcheck"
 .cache/bin/staticcheck ./...

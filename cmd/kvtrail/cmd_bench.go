@@ -61,6 +61,12 @@ prints lines/s for both and their ratio.`,
 			if runs < 1 {
 				return usageError{fmt.Errorf("--runs must be at least 1, got %d", runs)}
 			}
+			if a.cfg.ClickHouse.Embedded() {
+				// Its baseline is clickhouse-client loading the lines over
+				// the native protocol: there is no server to load into.
+				return usageError{fmt.Errorf("bench ingest needs a ClickHouse server (its baseline is clickhouse-client); " +
+					"for the embedded engine time `kvtrail ingest` on both engines (docs/clickhouse.md, \"The embedded engine\")")}
+			}
 			a.limitMemory()
 			s, closeFn, err := a.benchStore(ctx, keep)
 			if err != nil {

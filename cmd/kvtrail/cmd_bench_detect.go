@@ -40,6 +40,11 @@ finding of a log analyzer. It prints each run and the p50 and max. With
 				return err
 			}
 			opts.Binary, opts.BugOn, opts.Log = bin, !off, a.log
+			if a.cfg.ClickHouse.Embedded() {
+				// It runs a second kvtrail (the serve) on the same data:
+				// the embedded store serves one process.
+				return usageError{fmt.Errorf("bench detect needs a ClickHouse server: it runs a kvtrail serve on the same database, and the embedded engine serves one process")}
+			}
 			s, closeFn, err := a.openStore(ctx)
 			if err != nil {
 				return err

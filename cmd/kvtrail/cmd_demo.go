@@ -30,7 +30,9 @@ func newDemoCmd(a *app) *cobra.Command {
 		Use:   "demo",
 		Short: "Simulate the 2026 incident, ingest and analyze it, and serve the UI on it",
 		Long: `demo is the first thing to run. With no ClickHouse configured it starts a
-private clickhouse-server under local.data_dir (reused by the next run). It
+private clickhouse-server under local.data_dir (reused by the next run); with
+--engine embedded it runs ClickHouse 26.7 inside kvtrail instead, with its
+data under local.embedded_dir (libchdb.so: scripts/demo.sh fetches it). It
 then simulates the incident-2026 scenario (a PD cluster whose prefill KV
 pool is smaller than the advertised context), ingests the logs and metrics,
 runs every analyzer, opens a case on the incident and serves kvtrail until
@@ -46,7 +48,7 @@ ingested.`,
 				return err
 			}
 			defer closeFn()
-			dir := filepath.Join(filepath.Dir(a.cfg.Local.DataDir), "demo-incident")
+			dir := filepath.Join(a.dataRoot(), "demo-incident")
 			truth, err := a.demoData(ctx, out, dir, scale, seed)
 			if err != nil {
 				return err
@@ -84,7 +86,7 @@ ingested.`,
 				findings, high, len(truth.Affected), len(truth.ReceivedForeignData))
 			return a.serve(ctx, s, func(url string) {
 				fmt.Fprintf(out, "\nkvtrail is up: %s/cases/%s\n%sHealth: %s/readyz. Press Ctrl-C to stop; data stays in %s.\n\n",
-					url, cs.ID, login, url, filepath.Dir(a.cfg.Local.DataDir))
+					url, cs.ID, login, url, a.dataRoot())
 			})
 		},
 	}

@@ -71,6 +71,13 @@ func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string
 	}
 	srv := &http.Server{Handler: router, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
+	if a.embedded != nil {
+		// Another kvtrail command on this embedded store is told to use
+		// this URL instead.
+		if err := a.embedded.SetURL(url); err != nil {
+			a.log.Warn("could not record the URL in the embedded store's lock file", slog.Any("err", err))
+		}
+	}
 	a.log.Info("serving", slog.String("url", url))
 	if ready != nil {
 		ready(url)

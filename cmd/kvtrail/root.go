@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/kvtrail/kvtrail/internal/chdbstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 )
 
@@ -27,6 +28,11 @@ type app struct {
 	chAddrs []string
 	// stopProfile ends the --cpuprofile profile, if one runs.
 	stopProfile func()
+	// command is the running command's path ("kvtrail serve"), and
+	// embedded the held embedded store (clickhouse.engine: embedded), so
+	// that a serving process can record its URL for others (embedded.go).
+	command  string
+	embedded *chdbstore.Lock
 }
 
 // startCPUProfile profiles this process into path until stop is called.
@@ -82,6 +88,7 @@ func newRootCmd() *cobra.Command {
 				}
 				a.stopProfile = stop
 			}
+			a.command = cmd.CommandPath()
 			return a.load(cmd)
 		},
 		PersistentPostRunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +109,8 @@ func newRootCmd() *cobra.Command {
 	bindFlag(pf.Lookup("clickhouse-database"), "clickhouse.database")
 	pf.String("data-dir", "", "data directory of the managed local ClickHouse")
 	bindFlag(pf.Lookup("data-dir"), "local.data_dir")
+	pf.String("engine", "", "ClickHouse engine: server (clickhouse.addr or a managed server) or embedded (in-process, data in local.embedded_dir)")
+	bindFlag(pf.Lookup("engine"), "clickhouse.engine")
 	pf.String("log-level", "", "debug, info, warn or error")
 	bindFlag(pf.Lookup("log-level"), "log.level")
 	// For whoever measures kvtrail (docs/architecture.md, "Measuring").

@@ -10,11 +10,15 @@ import (
 	"github.com/kvtrail/kvtrail/migrations"
 )
 
-// openStore connects to the configured ClickHouse, or starts the managed
-// local server when no address is configured. The returned func closes the
+// openStore connects to the configured ClickHouse, starts the managed
+// local server when no address is configured, or opens the embedded engine
+// (clickhouse.engine: embedded). The returned func closes the
 // store and stops a managed server; call it exactly once.
 func (a *app) openStore(ctx context.Context) (*chstore.Store, func(), error) {
 	ch := a.cfg.ClickHouse
+	if ch.Embedded() {
+		return a.openEmbedded(ctx)
+	}
 	addrs := ch.Addrs()
 	var srv *chlocal.Server
 	if ch.Managed() {

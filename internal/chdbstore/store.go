@@ -1,5 +1,3 @@
-//go:build chdb
-
 package chdbstore
 
 import (
@@ -20,10 +18,10 @@ import (
 	"time"
 
 	chproto "github.com/ClickHouse/ch-go/proto"
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
-	"github.com/chdb-io/chdb-go/chdb"
 
 	"github.com/kvtrail/kvtrail/internal/chbind"
 	"github.com/kvtrail/kvtrail/internal/chstore"
@@ -33,7 +31,7 @@ import (
 // Statements are serialised: the session has one current database.
 type Engine struct {
 	mu      sync.Mutex
-	sess    *chdb.Session
+	sess    *session
 	cur     string
 	dir     string
 	seq     atomic.Int64
@@ -58,10 +56,23 @@ func OpenEngine(dir string) (*Engine, error) {
 		}
 		return engine, nil
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "inserts"), 0o755); err != nil {
-		return nil, fmt.Errorf("chdbstore: %w", err)
+	if chdbConnect == nil {
+		// No library loaded yet (tests): the default one, found as
+		// FindLibrary finds it.
+		path, err := FindLibrary("")
+		if err != nil {
+			return nil, err
+		}
+		if err := LoadLibrary(path); err != nil {
+			return nil, err
+		}
 	}
-	sess, err := chdb.NewSession(filepath.Join(dir, "data"))
+	for _, sub := range []string{"inserts", "data"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("chdbstore: %w", err)
+		}
+	}
+	sess, err := newSession(filepath.Join(dir, "data"))
 	if err != nil {
 		return nil, fmt.Errorf("chdbstore: open session in %s: %w", dir, err)
 	}
@@ -117,19 +128,26 @@ func parseVersion(s string) (chstore.Version, error) {
 // raw runs one statement in the current database. The caller holds mu or
 // owns the engine exclusively.
 func (e *Engine) raw(sql, format string) ([]byte, error) {
-	res, err := e.sess.Query(sql, format)
+	out, err := e.sess.query(sql, format)
 	if err != nil {
-		return nil, fmt.Errorf("chdb: %w\n%s", err, clip(sql))
+		return nil, fmt.Errorf("chdb: %w\n%s", exception(err), clip(sql))
 	}
-	if res == nil {
-		return nil, nil
+	return out, nil
+}
+
+var codeRE = regexp.MustCompile(`^Code: (\d+)\. `)
+
+// exception gives a server error the driver's type, so chstore.IsCode and
+// chstore's retry rule (never retry what the server refused) hold for the
+// embedded engine as for a server.
+func exception(err error) error {
+	msg := strings.TrimSpace(err.Error())
+	m := codeRE.FindStringSubmatch(msg)
+	if m == nil {
+		return err
 	}
-	defer res.Free()
-	if err := res.Error(); err != nil {
-		return nil, fmt.Errorf("chdb: %w\n%s", err, clip(sql))
-	}
-	// The result buffer belongs to chdb and is freed with res.
-	return bytes.Clone(res.Buf()), nil
+	code, _ := strconv.ParseInt(m[1], 10, 32)
+	return &clickhouse.Exception{Code: int32(code), Name: "DB::Exception", Message: msg}
 }
 
 // run runs sql with db as the current database.
@@ -173,6 +191,31 @@ func (e *Engine) Open(db string) (*Store, error) {
 
 // Database is the handle's database.
 func (s *Store) Database() string { return s.db }
+
+// Ping checks the engine answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := s.e.run(s.db, "SELECT 1", "TabSeparated")
+	return err
+}
+
+// Close releases the handle. The engine stays open: whoever opened it
+// closes it (Engine.Close), once every handle is done.
+func (s *Store) Close() error { return nil }
+
+// Conn is the handle as a chstore.Conn, for chstore.OpenConn: a
+// chstore.Store whose every method runs on the embedded engine.
+func (s *Store) Conn() chstore.Conn { return conn{s} }
+
+// conn adds the driver's PrepareBatch signature (its options, such as
+// releasing the connection, have no meaning without a pool).
+type conn struct{ *Store }
+
+func (c conn) PrepareBatch(ctx context.Context, insert string, _ ...driver.PrepareBatchOption) (driver.Batch, error) {
+	return c.Store.PrepareBatch(ctx, insert)
+}
 
 // Layout is how migrations render for this engine (single server).
 func (s *Store) Layout() chstore.Layout {

@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
 var testEngine *Engine
@@ -97,5 +99,16 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 	if err := s.Exec(ctx, "SELECT no_such_column FROM t"); err == nil {
 		t.Fatal("bad statement: no error")
+	}
+	// Server errors carry their code, as from a server: the migrator
+	// branches on them.
+	if err := s.Exec(ctx, "SELECT 1 FROM no_such_table"); !chstore.IsCode(err, chstore.CodeUnknownTable) {
+		t.Fatalf("unknown table: %v, want code %d", err, chstore.CodeUnknownTable)
+	}
+	if err := s.Exec(ctx, "CREATE TABLE t (x UInt8) ENGINE = Memory"); !chstore.IsCode(err, chstore.CodeTableAlreadyExists) {
+		t.Fatalf("existing table: %v, want code %d", err, chstore.CodeTableAlreadyExists)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -80,9 +80,25 @@ func compression(mode string, addrs []string) (*clickhouse.Compression, error) {
 	return nil, fmt.Errorf("chstore: compression %q: want auto, lz4 or none", mode)
 }
 
+// Conn is what Store needs of its connection: the subset of clickhouse-go's
+// driver.Conn that kvtrail uses. The native driver's pool satisfies it, and
+// so does the embedded engine (internal/chdbstore), so every Store method
+// runs unchanged on either.
+type Conn interface {
+	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+	QueryRow(ctx context.Context, query string, args ...any) driver.Row
+	Select(ctx context.Context, dest any, query string, args ...any) error
+	Exec(ctx context.Context, query string, args ...any) error
+	PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error)
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+var _ Conn = driver.Conn(nil)
+
 // Store is a connection pool bound to one database.
 type Store struct {
-	conn    driver.Conn
+	conn    Conn
 	db      string
 	version Version
 	hook    func(string)
@@ -128,6 +144,26 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// OpenConn returns a Store over conn, an open connection already bound to
+// database o.Database of a server of version v: the embedded engine
+// (clickhouse.engine: embedded). Only Database, OnStatement and OnResult of
+// o apply; it is a single-server store. Closing the Store closes conn.
+func OpenConn(conn Conn, v Version, o Options) (*Store, error) {
+	if o.Database == "" {
+		return nil, errors.New("chstore: no database")
+	}
+	if o.Cluster != "" {
+		return nil, errors.New("chstore: an embedded engine has no cluster")
+	}
+	if o.MaxOpenConns <= 0 {
+		// Callers size their parallel use by it (ingest keeps an INSERT
+		// open per table). An open batch holds no connection here, only
+		// its buffered rows, so a pool's default size serves.
+		o.MaxOpenConns = 16
+	}
+	return &Store{conn: conn, db: o.Database, version: v, hook: o.OnStatement, result: o.OnResult, opts: o}, nil
 }
 
 func dial(ctx context.Context, o Options, db string) (*Store, error) {

@@ -53,7 +53,20 @@ type ClickHouse struct {
 	// Compression of data on the wire: auto (none on loopback, else lz4),
 	// lz4 or none.
 	Compression string `mapstructure:"compression" yaml:"compression"`
+	// Engine is "server" (a ClickHouse server: Addr, or the managed one)
+	// or "embedded" (ClickHouse 26.7 inside the kvtrail process, data in
+	// Local.EmbeddedDir; docs/clickhouse.md, "The embedded engine").
+	Engine string `mapstructure:"engine" yaml:"engine"`
 }
+
+// Engines kvtrail runs on (clickhouse.engine).
+const (
+	EngineServer   = "server"
+	EngineEmbedded = "embedded"
+)
+
+// Embedded reports whether kvtrail runs ClickHouse in its own process.
+func (c ClickHouse) Embedded() bool { return c.Engine == EngineEmbedded }
 
 // Addrs splits Addr into its endpoints.
 func (c ClickHouse) Addrs() []string {
@@ -66,8 +79,8 @@ func (c ClickHouse) Addrs() []string {
 	return out
 }
 
-// Managed reports whether kvtrail must start its own ClickHouse.
-func (c ClickHouse) Managed() bool { return len(c.Addrs()) == 0 }
+// Managed reports whether kvtrail must start its own ClickHouse server.
+func (c ClickHouse) Managed() bool { return len(c.Addrs()) == 0 && !c.Embedded() }
 
 // Local configures the managed clickhouse-server kvtrail starts when no
 // address is configured.
@@ -78,6 +91,13 @@ type Local struct {
 	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
 	// StartTimeout bounds the wait for the server to answer.
 	StartTimeout time.Duration `mapstructure:"start_timeout" yaml:"start_timeout"`
+	// EmbeddedDir holds the embedded engine's data (clickhouse.engine:
+	// embedded); one kvtrail process uses it at a time.
+	EmbeddedDir string `mapstructure:"embedded_dir" yaml:"embedded_dir"`
+	// ChdbLibrary is the libchdb.so the embedded engine loads. Empty:
+	// $CHDB_LIB_PATH, else .cache/chdb/<version>/libchdb.so of the
+	// checkout (where scripts/demo.sh fetches it).
+	ChdbLibrary string `mapstructure:"chdb_library" yaml:"chdb_library"`
 }
 
 // Serve configures the HTTP server.
@@ -107,11 +127,13 @@ func Default() Config {
 			Compression:  "auto",
 			ShardMacro:   "shard",
 			ReplicaMacro: "replica",
+			Engine:       EngineServer,
 		},
 		Local: Local{
 			Binary:       "clickhouse-server",
 			DataDir:      "./var/clickhouse",
 			StartTimeout: 30 * time.Second,
+			EmbeddedDir:  "./var/embedded",
 		},
 		Serve: Serve{
 			Addr:            "127.0.0.1:8080",
@@ -164,6 +186,21 @@ func (c Config) Validate() error {
 	case "auto", "lz4", "none":
 	default:
 		bad("clickhouse.compression", "must be auto, lz4 or none, got %q", c.ClickHouse.Compression)
+	}
+	switch c.ClickHouse.Engine {
+	case EngineServer:
+	case EngineEmbedded:
+		if c.ClickHouse.Addr != "" {
+			bad("clickhouse.addr", "must be empty with clickhouse.engine embedded (the engine runs inside kvtrail), got %q", c.ClickHouse.Addr)
+		}
+		if c.ClickHouse.Cluster != "" {
+			bad("clickhouse.cluster", "must be empty with clickhouse.engine embedded (one process, one machine)")
+		}
+		if c.Local.EmbeddedDir == "" {
+			bad("local.embedded_dir", "must not be empty with clickhouse.engine embedded")
+		}
+	default:
+		bad("clickhouse.engine", "must be server or embedded, got %q", c.ClickHouse.Engine)
 	}
 	if c.ClickHouse.Managed() {
 		if c.Local.Binary == "" {
