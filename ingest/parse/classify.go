@@ -58,7 +58,9 @@ func (c *Classifier) parser(f Format) (Parser, error) {
 
 // Parse classifies and parses one record.
 func (c *Classifier) Parse(rec Record) Parsed {
-	line := firstLine(rec.Raw)
+	// Classification only looks at the first line: a view of the record,
+	// never kept, so classifying costs no copy of the line.
+	line := firstLineView(rec.Raw)
 	if k := stripWrapper(line); k > 0 {
 		inner := rec
 		inner.Raw = rec.Raw[k:]
@@ -66,7 +68,7 @@ func (c *Classifier) Parse(rec Record) Parsed {
 		if out.Family == "" {
 			out.Family = "wrapped"
 		}
-		if strings.TrimSpace(string(inner.Raw)) == "" {
+		if len(bytes.TrimSpace(inner.Raw)) == 0 {
 			out.Status, out.Family = StatusNoise, "wrapped"
 		}
 		return out
@@ -154,12 +156,14 @@ func (c *Classifier) bare(rec Record) Parsed {
 	return out
 }
 
-func firstLine(raw []byte) string {
-	line := string(raw)
-	if i := strings.IndexByte(line, '\n'); i >= 0 {
-		line = line[:i]
+func firstLine(raw []byte) string { return strings.Clone(firstLineView(raw)) }
+
+// firstLineView is firstLine without the copy (see bytesView).
+func firstLineView(raw []byte) string {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		raw = raw[:i]
 	}
-	return strings.TrimSuffix(line, "\r")
+	return strings.TrimSuffix(bytesView(raw), "\r")
 }
 
 func lastLine(raw []byte) string {

@@ -283,8 +283,7 @@ func isPrometheus(l string) bool {
 	if !isIdentStart(l[0]) && l[0] != ':' {
 		return false
 	}
-	_, err := parsePromSample(l)
-	return err == nil
+	return promCheck(l)
 }
 
 // isProgressBar: tqdm bars (weights loading, CUDA graph capture, benches),

@@ -17,7 +17,7 @@ const maxGlued = 16
 // message plus its traceback) is interpreted; the rest stays in the raw
 // record.
 func (p *SGLangParser) Parse(rec Record) Parsed {
-	line := string(rec.Raw)
+	line := bytesView(rec.Raw) // read in place (see Parser)
 	if i := strings.IndexByte(line, '\n'); i >= 0 {
 		first := strings.TrimSuffix(line[:i], "\r")
 		switch t := strings.TrimSpace(first); {

@@ -42,8 +42,8 @@ func parseBatch(msg string, ranks Ranks) (Parsed, bool) {
 	}
 	rest = rest[1:]
 	n := strings.Count(rest, ",") + 1
-	b.FieldKeys = make([]string, 0, n)
-	b.FieldValues = make([]string, 0, n)
+	kv := make([]string, 2*n) // keys and values share one array
+	b.FieldKeys, b.FieldValues = kv[:0:n], kv[n:n:2*n]
 	var bad string
 	for rest != "" {
 		var part string

@@ -246,8 +246,8 @@ func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
 		return Parsed{}, false
 	}
 	e := &EngineEvent{Ranks: ranks, Event: "http_access", Client: client}
-	parts := strings.Fields(reqLine)
-	if len(parts) >= 2 {
+	var parts [2]string
+	if fieldsN(reqLine, parts[:]) >= 2 {
 		e.Method, e.Path = parts[0], parts[1]
 	}
 	code, _, _ := strings.Cut(tail, " ")
