@@ -2,6 +2,7 @@ package parse
 
 import (
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,54 @@ func FuzzPromCheck(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPromFastPathSame: the classifier's fast path for repeated series
+// (repeatedSample) reads every line as the full classification does. The
+// lines are fixture samples and damaged copies of them (values cut, text
+// after the value, odd white space), each seen several times so that the
+// series cache is hit.
+func TestPromFastPathSame(t *testing.T) {
+	var base []string
+	for _, name := range []string{"prometheus_real.om", "prometheus_drift.prom"} {
+		base = append(base, fixtureLines(t, name)...)
+	}
+	base = append(base, promCheckCases...)
+	var lines []string
+	for _, l := range base {
+		lines = append(lines, l, " "+l, l+" ", l+"\t", l+"\r", l+"\u00a0", l+" x", l+" 1 2", l+"}", l+" # c")
+		if i := strings.LastIndexByte(l, ' '); i > 0 {
+			lines = append(lines, l[:i], l[:i]+" NaN", l[:i]+" 1e", l[:i]+"  7 1700000000000", l[:i]+" 7\n"+l)
+		}
+	}
+	run := func(fast bool) []string {
+		promFastPath = fast
+		defer func() { promFastPath = true }()
+		c, err := NewClassifier(FormatPrometheus, ParseOptions{DefaultTime: utc("2026-09-01T00:00:00Z")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for range 3 {
+			for _, l := range lines {
+				var b strings.Builder
+				dumpValue(&b, reflect.ValueOf(c.Parse(Record{Raw: []byte(l), Lines: 1 + strings.Count(l, "\n")})))
+				out = append(out, b.String())
+			}
+		}
+		return out
+	}
+	slow, fast := run(false), run(true)
+	hits := 0
+	for i := range slow {
+		if slow[i] != fast[i] {
+			t.Errorf("%q:\n fast %s\n full %s", lines[i%len(lines)], fast[i], slow[i])
+		}
+		if strings.Contains(slow[i], `Kind:"metric"`) {
+			hits++
+		}
+	}
+	if hits < len(lines) {
+		t.Fatalf("only %d samples parsed: the fast path was hardly exercised", hits)
+	}
 }

@@ -52,6 +52,7 @@ type Reader struct {
 	inJSON   bool   // the pending record is a pretty-printed JSON body
 	err      error
 	line     []byte // scratch for the current physical line
+	block    []byte // see own
 }
 
 // NewReader returns a Reader over r.
@@ -127,7 +128,7 @@ func (r *Reader) Next() (Record, error) {
 			continue
 		}
 		rec := &Record{Offset: start, Length: total, LineNo: r.lineNo, Lines: 1,
-			Raw: append([]byte(nil), content...), Truncated: trunc}
+			Raw: r.own(content), Truncated: trunc}
 		prev := r.pending
 		r.pending, r.pendTerm = rec, term
 		trimmed := bytes.TrimRight(content, " \r")
@@ -141,6 +142,32 @@ func (r *Reader) Next() (Record, error) {
 		}
 	}
 }
+
+// own returns a copy of a line for a new record. Short lines are carved
+// from a shared block instead of allocated one by one (most records are
+// one short line); each copy's capacity ends at its length, so appending
+// a continuation line reallocates instead of reaching the next record.
+// The copies are never written again (Parser relies on it).
+func (r *Reader) own(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) > rawBlock/8 {
+		return append([]byte(nil), b...)
+	}
+	if len(r.block) < len(b) {
+		r.block = make([]byte, rawBlock)
+	}
+	out := r.block[:len(b):len(b)]
+	copy(out, b)
+	r.block = r.block[len(b):]
+	return out
+}
+
+// rawBlock is the size of the blocks own carves records from: a block
+// stays in memory while any record of it does, which for ingest is one
+// batch.
+const rawBlock = 32 << 10
 
 func clip(b []byte, n int) []byte {
 	if n < 0 {
