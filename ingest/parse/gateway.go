@@ -43,6 +43,7 @@ type gatewayParser struct {
 	paths [][]string // per GatewayFields index: the path split at dots
 	m     GatewayMapping
 	scale float64 // duration unit → ms
+	arena arena
 	// flat: every path is one key, so a line can be read by scanning its
 	// top-level object (gatewayFlat) instead of decoding it into maps.
 	flat bool
@@ -115,7 +116,8 @@ func (p *gatewayParser) Parse(rec Record) Parsed {
 			vals[i] = anyValue(v)
 		}
 	}
-	g := &GatewayResponse{Gateway: p.m.Gateway}
+	g := p.arena.gateway()
+	g.Gateway = p.m.Gateway
 	var ts time.Time
 	var bad string
 	for i, f := range GatewayFields {

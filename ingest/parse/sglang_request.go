@@ -13,8 +13,9 @@ import (
 //	Finish: obj=GenerateReqInput(…)[, headers={…}], out={'text': …, 'meta_info': {…}}
 //
 // The payload is a Python repr; level 2 truncates strings to 'head' ... 'tail'.
-func parseRequestText(msg string, ranks Ranks) Parsed {
-	e := &EngineEvent{Ranks: ranks}
+func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
+	e := a.event()
+	e.Ranks = ranks
 	var rest string
 	switch {
 	case strings.HasPrefix(msg, "Receive: "):
@@ -235,7 +236,7 @@ func applyMetaInfo(e *EngineEvent, m *jsonMetaInfo) {
 
 // parseUvicorn parses an access line re-emitted through the SGLang
 // formatter (§0): INFO:     10.10.11.1:41698 - "POST /v1/chat/completions HTTP/1.1" 200 OK
-func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
+func parseUvicorn(a *arena, msg string, ranks Ranks) (Parsed, bool) {
 	rest := strings.TrimLeft(strings.TrimPrefix(msg, "INFO:"), " ")
 	client, req, ok := strings.Cut(rest, ` - "`)
 	if !ok {
@@ -245,7 +246,8 @@ func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
 	if !ok {
 		return Parsed{}, false
 	}
-	e := &EngineEvent{Ranks: ranks, Event: "http_access", Client: client}
+	e := a.event()
+	*e = EngineEvent{Ranks: ranks, Event: "http_access", Client: client}
 	var parts [2]string
 	if fieldsN(reqLine, parts[:]) >= 2 {
 		e.Method, e.Path = parts[0], parts[1]
