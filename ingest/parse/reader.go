@@ -234,18 +234,31 @@ func isDigits(b []byte) bool {
 // readLine reads one physical line. content excludes the terminator and is
 // at most r.max bytes (trunc set when more were dropped); total counts every
 // byte consumed; term is "\n", "\r\n" or "" at EOF.
+//
+// content is only valid until the next read: a line that fits the buffer
+// is returned in place, without a copy to the scratch line.
 func (r *Reader) readLine() (content []byte, total int64, term []byte, trunc bool, err error) {
 	r.line = r.line[:0]
 	var last2 [2]byte // last two bytes seen, for CRLF detection past the cap
-	for {
+	var line []byte
+	for first := true; ; first = false {
 		chunk, e := r.br.ReadSlice('\n')
 		total += int64(len(chunk))
-		for _, c := range chunk {
-			last2[0], last2[1] = last2[1], c
+		switch n := len(chunk); {
+		case n >= 2:
+			last2 = [2]byte{chunk[n-2], chunk[n-1]}
+		case n == 1:
+			last2 = [2]byte{last2[1], chunk[0]}
+		}
+		if first && e != bufio.ErrBufferFull {
+			line = chunk // the whole line in one piece (the common case)
+			err = e
+			break
 		}
 		if room := r.max + 2 - len(r.line); room > 0 {
 			r.line = append(r.line, clip(chunk, room)...)
 		}
+		line = r.line
 		if e == bufio.ErrBufferFull {
 			continue
 		}
@@ -260,9 +273,9 @@ func (r *Reader) readLine() (content []byte, total int64, term []byte, trunc boo
 		term, n = lf, total-1
 	}
 	if n > int64(r.max) {
-		return r.line[:r.max], total, term, true, err
+		return line[:r.max], total, term, true, err
 	}
-	return r.line[:n], total, term, false, err
+	return line[:n], total, term, false, err
 }
 
 var (

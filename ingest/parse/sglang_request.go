@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // parseRequestText parses --log-requests text lines (§d):
@@ -157,7 +158,8 @@ type jsonFinishReason struct {
 // "request.received.openai"|"request.finished", "rid": …, "obj": {…}, "out": {…}}`.
 func parseRequestJSON(msg string, ranks Ranks, opts ParseOptions) Parsed {
 	var l jsonRequestLog
-	if err := json.Unmarshal([]byte(msg), &l); err != nil {
+	// encoding/json neither writes nor keeps its input: no copy of msg.
+	if err := json.Unmarshal(unsafe.Slice(unsafe.StringData(msg), len(msg)), &l); err != nil {
 		return malformed(KindEngine, "", "request json: "+err.Error())
 	}
 	e := &EngineEvent{Ranks: ranks}
