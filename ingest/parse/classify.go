@@ -58,7 +58,9 @@ func (c *Classifier) parser(f Format) (Parser, error) {
 
 // Parse classifies and parses one record.
 func (c *Classifier) Parse(rec Record) Parsed {
-	line := firstLine(rec.Raw)
+	// Classification only looks at the first line: a view of the record,
+	// never kept, so classifying costs no copy of the line.
+	line := firstLineView(rec.Raw)
 	if k := stripWrapper(line); k > 0 {
 		inner := rec
 		inner.Raw = rec.Raw[k:]
@@ -66,31 +68,19 @@ func (c *Classifier) Parse(rec Record) Parsed {
 		if out.Family == "" {
 			out.Family = "wrapped"
 		}
-		if strings.TrimSpace(string(inner.Raw)) == "" {
+		if len(bytes.TrimSpace(inner.Raw)) == 0 {
 			out.Status, out.Family = StatusNoise, "wrapped"
 		}
 		return out
 	}
-	fam, known := classifyLine(line, c.hint)
 	var out Parsed
-	switch {
-	case known && fam.Format != "" && fam.Format != FormatUnknown:
-		p, err := c.parser(fam.Format)
-		if err != nil { // a format of the registry always builds; keep the line anyway
-			out = unknown(err.Error())
-			break
-		}
-		out = p.Parse(rec)
-		out.Format = fam.Format
-		if fam.Format == FormatSGLangJSON && c.hint != FormatSGLangJSON {
-			out.Format = FormatSGLang
-		}
-	case known && fam.Marker != "":
-		out = Parsed{Status: StatusParsed, Kind: KindMarker, Event: fam.Marker, Reason: lastLine(rec.Raw)}
-	case known:
-		out = unknown("")
-	default:
-		out = c.bare(rec)
+	fam, known := promFamily, true
+	if o, ok := c.repeatedSample(rec, line); ok {
+		out = o
+		out.Format = FormatPrometheus
+	} else {
+		fam, known = classifyLine(line, c.hint)
+		out = c.parseAs(rec, fam, known)
 	}
 	if out.Status == StatusUnknown && rec.Lines > 1 && bytes.Contains(rec.Raw, tracebackHead) {
 		// An error record with its traceback: evidence of a crash or a
@@ -119,6 +109,73 @@ func (c *Classifier) Parse(rec Record) Parsed {
 		c.glogSeen = true
 	}
 	return out
+}
+
+// parseAs parses a record of family fam (known false: of no known shape).
+func (c *Classifier) parseAs(rec Record, fam Family, known bool) Parsed {
+	var out Parsed
+	switch {
+	case known && fam.Format != "" && fam.Format != FormatUnknown:
+		p, err := c.parser(fam.Format)
+		if err != nil { // a format of the registry always builds; keep the line anyway
+			out = unknown(err.Error())
+			break
+		}
+		out = p.Parse(rec)
+		out.Format = fam.Format
+		if fam.Format == FormatSGLangJSON && c.hint != FormatSGLangJSON {
+			out.Format = FormatSGLang
+		}
+	case known && fam.Marker != "":
+		out = Parsed{Status: StatusParsed, Kind: KindMarker, Event: fam.Marker, Reason: lastLine(rec.Raw)}
+	case known:
+		out = unknown("")
+	default:
+		out = c.bare(rec)
+	}
+	return out
+}
+
+// promFastPath switches repeatedSample on; tests compare both ways.
+var promFastPath = true
+
+// promFamily is the registry's Prometheus family.
+var promFamily = func() Family {
+	for _, f := range families {
+		if f.Name == "prometheus" {
+			return f
+		}
+	}
+	panic("parse: no prometheus family in the registry")
+}()
+
+// repeatedSample is the fast path of a metrics source, where a snapshot
+// repeats every series in every scrape. A one-line record that starts like
+// a sample of a series the Prometheus parser has read in full before is a
+// Prometheus line exactly when its value part reads, which is what the
+// parser's cached path checks; so the line is parsed once instead of
+// checked by isPrometheus and then parsed. ok is false when the fast path
+// does not apply, and the caller classifies the line as usual (the
+// parser's state is unchanged then).
+func (c *Classifier) repeatedSample(rec Record, line string) (Parsed, bool) {
+	if !promFastPath || c.hint != FormatPrometheus || line == "" || !(isIdentStart(line[0]) || line[0] == ':') ||
+		bytes.IndexByte(rec.Raw, '\n') >= 0 {
+		return Parsed{}, false
+	}
+	pp, ok := c.parsers[FormatPrometheus].(*promParser)
+	if !ok {
+		return Parsed{}, false
+	}
+	if key, ok := promSeriesKey(line); !ok || key == "" {
+		return Parsed{}, false
+	} else if _, hit := pp.series[key]; !hit {
+		return Parsed{}, false
+	}
+	out := pp.Parse(rec)
+	if out.Status != StatusParsed || out.Kind != KindMetric {
+		return Parsed{}, false
+	}
+	return out, true
 }
 
 // bare handles a line of no known shape: a message without prefix (a
@@ -154,12 +211,14 @@ func (c *Classifier) bare(rec Record) Parsed {
 	return out
 }
 
-func firstLine(raw []byte) string {
-	line := string(raw)
-	if i := strings.IndexByte(line, '\n'); i >= 0 {
-		line = line[:i]
+func firstLine(raw []byte) string { return strings.Clone(firstLineView(raw)) }
+
+// firstLineView is firstLine without the copy (see bytesView).
+func firstLineView(raw []byte) string {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		raw = raw[:i]
 	}
-	return strings.TrimSuffix(line, "\r")
+	return strings.TrimSuffix(bytesView(raw), "\r")
 }
 
 func lastLine(raw []byte) string {

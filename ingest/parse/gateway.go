@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // FieldMapping maps a canonical gateway field (see GatewayFields) to a
@@ -19,9 +20,7 @@ type FieldMapping map[string]string
 
 // GatewayFields are the canonical response fields (docs/formats.md,
 // gateway_responses).
-var GatewayFields = []string{"ts", "request_id", "tenant", "model", "status", "prompt_tokens",
-	"completion_tokens", "cached_tokens", "ttft_ms", "duration_ms", "prefill_endpoint",
-	"decode_endpoint", "bootstrap_room", "prefill_rid", "decode_rid", "gateway"}
+var GatewayFields = gatewayFieldNames[:]
 
 // GatewayMapping adapts a JSON access log (nginx, Envoy, own) to the
 // canonical gateway response without code.
@@ -44,6 +43,10 @@ type gatewayParser struct {
 	paths [][]string // per GatewayFields index: the path split at dots
 	m     GatewayMapping
 	scale float64 // duration unit → ms
+	arena arena
+	// flat: every path is one key, so a line can be read by scanning its
+	// top-level object (gatewayFlat) instead of decoding it into maps.
+	flat bool
 }
 
 func newGatewayParser(opts ParseOptions) (*gatewayParser, error) {
@@ -74,6 +77,10 @@ func newGatewayParser(opts ParseOptions) (*gatewayParser, error) {
 		}
 		p.paths = append(p.paths, strings.Split(path, "."))
 	}
+	p.flat = true
+	for _, path := range p.paths {
+		p.flat = p.flat && len(path) == 1
+	}
 	return p, nil
 }
 
@@ -91,19 +98,33 @@ func (p *gatewayParser) Parse(rec Record) Parsed {
 	if len(line) == 0 {
 		return unknown("empty line")
 	}
-	doc, err := decodeJSONObject(line)
-	if err != nil {
-		return malformed(KindGateway, "", "gateway json: "+err.Error())
+	var vals [len(gatewayFieldNames)]gwValue
+	if !p.flat || !gatewayFlat(bytesView(line), p.paths, &vals) {
+		// Anything the scan does not read exactly as encoding/json does
+		// (escapes, nesting in a wanted field, a mapped path, bad JSON)
+		// is decoded in full.
+		doc, err := decodeJSONObject(line)
+		if err != nil {
+			return malformed(KindGateway, "", "gateway json: "+err.Error())
+		}
+		for i := range GatewayFields {
+			v, ok := lookupPath(doc, p.paths[i])
+			if !ok || v == nil {
+				vals[i] = gwValue{}
+				continue
+			}
+			vals[i] = anyValue(v)
+		}
 	}
-	g := &GatewayResponse{Gateway: p.m.Gateway}
+	g := p.arena.gateway()
+	g.Gateway = p.m.Gateway
 	var ts time.Time
 	var bad string
 	for i, f := range GatewayFields {
-		v, ok := lookupPath(doc, p.paths[i])
-		if !ok || v == nil {
+		if vals[i].kind == gwAbsent {
 			continue
 		}
-		if err := p.set(g, &ts, f, v); err != nil && bad == "" {
+		if err := p.set(g, &ts, f, vals[i]); err != nil && bad == "" {
 			bad = err.Error()
 		}
 	}
@@ -118,18 +139,8 @@ func (p *gatewayParser) Parse(rec Record) Parsed {
 	return out
 }
 
-func (p *gatewayParser) set(g *GatewayResponse, ts *time.Time, f string, v any) error {
-	str := func() string {
-		switch x := v.(type) {
-		case string:
-			return x
-		case json.Number:
-			return x.String()
-		case bool:
-			return strconv.FormatBool(x)
-		}
-		return ""
-	}
+func (p *gatewayParser) set(g *GatewayResponse, ts *time.Time, f string, v gwValue) error {
+	str := func() string { return v.s }
 	u64 := func(dst *uint64) error {
 		n, err := strconv.ParseUint(str(), 10, 64)
 		if err != nil {
@@ -200,16 +211,16 @@ func (p *gatewayParser) set(g *GatewayResponse, ts *time.Time, f string, v any) 
 	return nil
 }
 
-func (p *gatewayParser) parseTS(v any) (time.Time, error) {
+func (p *gatewayParser) parseTS(v gwValue) (time.Time, error) {
 	tf := p.m.TimeFormat
-	switch x := v.(type) {
-	case json.Number:
-		t, ok := epochString(x.String(), strings.TrimPrefix(strings.TrimPrefix(tf, "unix"), "_"))
+	switch x := v.s; v.kind {
+	case gwNumber:
+		t, ok := epochString(x, strings.TrimPrefix(strings.TrimPrefix(tf, "unix"), "_"))
 		if !ok {
 			return time.Time{}, fmt.Errorf("field ts: bad epoch %s", x)
 		}
 		return t, nil
-	case string:
+	case gwString:
 		switch {
 		case strings.HasPrefix(tf, "unix"):
 			u := strings.TrimPrefix(strings.TrimPrefix(tf, "unix"), "_")
@@ -239,7 +250,7 @@ func (p *gatewayParser) parseTS(v any) (time.Time, error) {
 		}
 		return time.Time{}, fmt.Errorf("field ts: unrecognised time %q", x)
 	}
-	return time.Time{}, fmt.Errorf("field ts: unsupported JSON type %T", v)
+	return time.Time{}, fmt.Errorf("field ts: unsupported JSON type %s", v.typ)
 }
 
 // decodeJSONObject decodes one JSON object keeping numbers exact.
@@ -280,4 +291,292 @@ func lookupPath(v any, path []string) (any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// gwValue is one JSON value of a gateway line, as set reads it: s is the
+// text of a string, number or bool ("" for objects and arrays).
+type gwValue struct {
+	kind byte   // gwAbsent (missing or null), gwString, gwNumber, gwOther
+	s    string // string text, number literal, "true"/"false"
+	typ  string // the Go type encoding/json decodes the value to, for errors
+}
+
+const (
+	gwAbsent byte = iota
+	gwString
+	gwNumber
+	gwOther
+)
+
+// gatewayFieldNames are GatewayFields as an array, which sizes the
+// per-line value array of Parse.
+var gatewayFieldNames = [...]string{"ts", "request_id", "tenant", "model", "status", "prompt_tokens",
+	"completion_tokens", "cached_tokens", "ttft_ms", "duration_ms", "prefill_endpoint",
+	"decode_endpoint", "bootstrap_room", "prefill_rid", "decode_rid", "gateway"}
+
+// anyValue converts a value of decodeJSONObject.
+func anyValue(v any) gwValue {
+	switch x := v.(type) {
+	case string:
+		return gwValue{kind: gwString, s: x, typ: "string"}
+	case json.Number:
+		return gwValue{kind: gwNumber, s: x.String(), typ: "json.Number"}
+	case bool:
+		return gwValue{kind: gwOther, s: strconv.FormatBool(x), typ: "bool"}
+	}
+	return gwValue{kind: gwOther, typ: fmt.Sprintf("%T", v)}
+}
+
+// gatewayFlat reads the top-level object of line into vals (indexed like
+// paths, each a single key) without decoding it into maps. It reports
+// false whenever its reading could differ from decodeJSONObject plus
+// lookupPath, and the caller then decodes the line in full: strings with
+// escapes, control characters or invalid UTF-8, a wanted field holding an
+// object or array, deep nesting, and anything that is not valid JSON.
+// Like json.Decoder, it ignores what follows the object. A key given twice
+// keeps its last value, as a map does.
+func gatewayFlat(line string, paths [][]string, vals *[len(gatewayFieldNames)]gwValue) bool {
+	s := jsonScan{s: line}
+	if !s.byte('{') {
+		return false
+	}
+	s.ws()
+	if s.peek() == '}' {
+		return true
+	}
+	for {
+		s.ws()
+		key, ok := s.str()
+		if !ok {
+			return false
+		}
+		s.ws()
+		if !s.byte(':') {
+			return false
+		}
+		s.ws()
+		want := -1
+		for i, p := range paths {
+			if p[0] == key {
+				want = i
+				break
+			}
+		}
+		var v gwValue
+		switch c := s.peek(); {
+		case c == '"':
+			str, ok := s.str()
+			if !ok {
+				return false
+			}
+			v = gwValue{kind: gwString, s: str, typ: "string"}
+		case c == '-' || (c >= '0' && c <= '9'):
+			num, ok := s.number()
+			if !ok {
+				return false
+			}
+			v = gwValue{kind: gwNumber, s: num, typ: "json.Number"}
+		case c == 't' || c == 'f':
+			lit := "true"
+			if c == 'f' {
+				lit = "false"
+			}
+			if !s.lit(lit) {
+				return false
+			}
+			v = gwValue{kind: gwOther, s: lit, typ: "bool"}
+		case c == 'n':
+			if !s.lit("null") {
+				return false
+			}
+		case c == '{' || c == '[':
+			if want >= 0 || !s.skip(0) {
+				return false
+			}
+		default:
+			return false
+		}
+		if want >= 0 {
+			// Every path naming this key gets the value (a mapping may
+			// read one key twice).
+			for i, p := range paths {
+				if p[0] == key {
+					vals[i] = v
+				}
+			}
+		}
+		s.ws()
+		switch s.next() {
+		case ',':
+		case '}':
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// jsonScan is a strict scanner over the JSON subset gatewayFlat reads.
+type jsonScan struct {
+	s string
+	i int
+}
+
+func (s *jsonScan) peek() byte {
+	if s.i < len(s.s) {
+		return s.s[s.i]
+	}
+	return 0
+}
+
+func (s *jsonScan) next() byte {
+	c := s.peek()
+	s.i++
+	return c
+}
+
+func (s *jsonScan) byte(c byte) bool {
+	if s.peek() != c {
+		return false
+	}
+	s.i++
+	return true
+}
+
+func (s *jsonScan) ws() {
+	for s.i < len(s.s) {
+		switch s.s[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *jsonScan) lit(l string) bool {
+	if !strings.HasPrefix(s.s[s.i:], l) {
+		return false
+	}
+	s.i += len(l)
+	return true
+}
+
+// str reads a string without escapes, control characters or invalid
+// UTF-8 (whose decoding encoding/json would change).
+func (s *jsonScan) str() (string, bool) {
+	if !s.byte('"') {
+		return "", false
+	}
+	start := s.i
+	ascii := true
+	for s.i < len(s.s) {
+		c := s.s[s.i]
+		switch {
+		case c == '"':
+			out := s.s[start:s.i]
+			s.i++
+			return out, ascii || utf8.ValidString(out)
+		case c == '\\' || c < 0x20:
+			return "", false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+		s.i++
+	}
+	return "", false
+}
+
+// number reads a JSON number literal (json.Number keeps its text).
+func (s *jsonScan) number() (string, bool) {
+	start := s.i
+	s.byte('-')
+	switch c := s.peek(); {
+	case c == '0':
+		s.i++
+	case c >= '1' && c <= '9':
+		for s.i < len(s.s) && s.s[s.i] >= '0' && s.s[s.i] <= '9' {
+			s.i++
+		}
+	default:
+		return "", false
+	}
+	if s.byte('.') {
+		if !s.digits() {
+			return "", false
+		}
+	}
+	if c := s.peek(); c == 'e' || c == 'E' {
+		s.i++
+		if c := s.peek(); c == '+' || c == '-' {
+			s.i++
+		}
+		if !s.digits() {
+			return "", false
+		}
+	}
+	return s.s[start:s.i], true
+}
+
+func (s *jsonScan) digits() bool {
+	start := s.i
+	for s.i < len(s.s) && s.s[s.i] >= '0' && s.s[s.i] <= '9' {
+		s.i++
+	}
+	return s.i > start
+}
+
+// skip reads a nested object or array of values this scanner accepts.
+func (s *jsonScan) skip(depth int) bool {
+	if depth > 64 {
+		return false
+	}
+	open := s.next()
+	close := byte('}')
+	if open == '[' {
+		close = ']'
+	}
+	s.ws()
+	if s.byte(close) {
+		return true
+	}
+	for {
+		s.ws()
+		if open == '{' {
+			if _, ok := s.str(); !ok {
+				return false
+			}
+			s.ws()
+			if !s.byte(':') {
+				return false
+			}
+			s.ws()
+		}
+		var ok bool
+		switch c := s.peek(); {
+		case c == '"':
+			_, ok = s.str()
+		case c == '-' || (c >= '0' && c <= '9'):
+			_, ok = s.number()
+		case c == 't':
+			ok = s.lit("true")
+		case c == 'f':
+			ok = s.lit("false")
+		case c == 'n':
+			ok = s.lit("null")
+		case c == '{' || c == '[':
+			ok = s.skip(depth + 1)
+		}
+		if !ok {
+			return false
+		}
+		s.ws()
+		switch s.next() {
+		case ',':
+		case close:
+			return true
+		default:
+			return false
+		}
+	}
 }

@@ -39,7 +39,7 @@ func (p *glogParser) observeYear(t time.Time) {
 const glogPreamble = "WARNING: Logging before InitGoogleLogging() is written to STDERR"
 
 func (p *glogParser) Parse(rec Record) Parsed {
-	line := string(rec.Raw)
+	line := bytesView(rec.Raw) // read in place (see Parser)
 	if i := strings.IndexByte(line, '\n'); i >= 0 {
 		line = strings.TrimSuffix(line[:i], "\r")
 	}
@@ -139,7 +139,8 @@ func (p *glogParser) prefix(line string) (time.Time, bool, string, bool) {
 
 // glogMessage extracts the Mooncake messages of §g.
 func glogMessage(msg string) Parsed {
-	t := &TransferEvent{Ranks: NoRanks, Source: "mooncake", MetadataIndex: -1}
+	tv := TransferEvent{Ranks: NoRanks, Source: "mooncake", MetadataIndex: -1} // copied to the heap by transferOut
+	t := &tv
 	switch {
 	case strings.HasPrefix(msg, "Worker: Process failed for slice ("):
 		// (opcode: 1, …, local_nic: mlx5_7, peer_nic: 115.182.224.13:15004@mlx5_7, …): local protection error

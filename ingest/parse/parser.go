@@ -7,6 +7,11 @@ import (
 
 // Parser parses the Records of one source. Implementations never panic on
 // any input and never drop a record: unreadable input is StatusMalformed.
+//
+// Strings of a Parsed may share memory with rec.Raw (the parsers read the
+// record in place instead of copying every line): the caller must not
+// modify rec.Raw after Parse. Reader returns every Record in memory of its
+// own, so records from a Reader can be kept as they are.
 type Parser interface {
 	Parse(rec Record) Parsed
 }

@@ -2,7 +2,6 @@ package parse
 
 import (
 	"errors"
-	"hash/fnv"
 	"math"
 	"sort"
 	"strconv"
@@ -27,6 +26,7 @@ type promParser struct {
 	// snapshot file repeats every series in every scrape, and the label
 	// parse, sort and hash are most of a sample's cost.
 	series map[string]promSeries
+	block  []MetricSample // see one
 }
 
 type promSeries struct {
@@ -59,19 +59,36 @@ func promSeriesKey(line string) (string, bool) {
 }
 
 func (p *promParser) Parse(rec Record) Parsed {
-	line := strings.TrimSpace(strings.TrimSuffix(string(rec.Raw), "\r"))
+	// The line is read through a view of rec.Raw: a repeated series (the
+	// bulk of a snapshot file) keeps nothing of the line, so only a new
+	// series or TYPE entry copies what it keeps.
+	line := strings.TrimSpace(strings.TrimSuffix(bytesView(rec.Raw), "\r"))
 	switch {
 	case line == "":
 		return unknown("empty line")
 	case line == "# EOF":
 		return Parsed{Status: StatusParsed, Kind: KindMarker, Event: "eof"}
 	case strings.HasPrefix(line, "#"):
-		f := strings.Fields(line)
-		if len(f) >= 3 && (f[1] == "HELP" || f[1] == "TYPE" || f[1] == "UNIT") {
-			if f[1] == "TYPE" && len(f) >= 4 && len(p.types) < maxPromTypes {
-				p.types[f[2]] = f[3]
+		var f [4]string
+		n := fieldsN(line, f[:])
+		if n >= 3 {
+			var event string
+			switch f[1] {
+			case "HELP":
+				event = "help"
+			case "TYPE":
+				event = "type"
+			case "UNIT":
+				event = "unit"
 			}
-			return Parsed{Status: StatusParsed, Kind: KindMetricMeta, Event: strings.ToLower(f[1])}
+			if event != "" {
+				if event == "type" && n >= 4 && len(p.types) < maxPromTypes {
+					if old, ok := p.types[f[2]]; !ok || old != f[3] {
+						p.types[strings.Clone(f[2])] = strings.Clone(f[3])
+					}
+				}
+				return Parsed{Status: StatusParsed, Kind: KindMetricMeta, Event: event}
+			}
 		}
 		return unknown("comment")
 	}
@@ -83,6 +100,7 @@ func (p *promParser) Parse(rec Record) Parsed {
 			return malformed(KindMetric, "sample", err.Error())
 		}
 	} else {
+		line = strings.Clone(line) // the name and labels are kept
 		var err error
 		if s, err = parsePromSample(line); err != nil {
 			return malformed(KindMetric, "sample", err.Error())
@@ -102,8 +120,25 @@ func (p *promParser) Parse(rec Record) Parsed {
 		s.TSMs = s.TS.UnixMilli()
 	}
 	s.Type = p.familyType(s.Name)
-	return Parsed{Status: StatusParsed, Kind: KindMetric, Event: "sample", TS: s.TS, Metrics: []MetricSample{s}}
+	return Parsed{Status: StatusParsed, Kind: KindMetric, Event: "sample", TS: s.TS, Metrics: p.one(s)}
 }
+
+// one returns s as a one-sample slice carved from a block shared by the
+// next samples, so a sample line costs no allocation of its own. The
+// slice's capacity is one: appending to it cannot reach a neighbour.
+func (p *promParser) one(s MetricSample) []MetricSample {
+	if len(p.block) == 0 {
+		p.block = make([]MetricSample, promBlock)
+	}
+	out := p.block[:1:1]
+	out[0] = s
+	p.block = p.block[1:]
+	return out
+}
+
+// promBlock samples are allocated at once: small enough that a block kept
+// alive by one row of an ingest batch costs little.
+const promBlock = 64
 
 // familyType finds the TYPE of the family a sample belongs to.
 func (p *promParser) familyType(name string) string {
@@ -166,8 +201,9 @@ func parsePromValue(s *MetricSample, rest string) error {
 	if j := strings.Index(rest, " #"); j >= 0 { // OpenMetrics exemplar
 		rest = rest[:j]
 	}
-	f := strings.Fields(rest)
-	if len(f) == 0 || len(f) > 2 {
+	var f [3]string
+	n := fieldsN(rest, f[:])
+	if n == 0 || n > 2 {
 		return errors.New("expected value [timestamp] after the labels")
 	}
 	v, err := parsePromFloat(f[0])
@@ -175,7 +211,7 @@ func parsePromValue(s *MetricSample, rest string) error {
 		return err
 	}
 	s.Value = v
-	if len(f) == 2 {
+	if n == 2 {
 		t, err := promTimestamp(f[1])
 		if err != nil {
 			return err
@@ -276,9 +312,146 @@ func parsePromLabels(line string, i int) ([]promLabel, string, int, error) {
 	}
 }
 
+// promCheck reports whether parsePromSample would accept line, without
+// allocating: the classifier asks it of every line of a metrics source
+// before the parser reads the line again. It follows parsePromSample step
+// by step (TestPromCheckMatchesParse holds them together).
+func promCheck(line string) bool {
+	i := 0
+	for i < len(line) && (isIdent(line[i]) || line[i] == ':') && line[i] != '.' {
+		i++
+	}
+	named := i > 0
+	if i < len(line) && line[i] == '{' {
+		end, qnamed, ok := promLabelsEnd(line, i+1)
+		if !ok {
+			return false
+		}
+		i = end
+		if !named {
+			named = qnamed
+		}
+	}
+	if !named {
+		return false
+	}
+	rest := strings.TrimLeft(line[i:], " \t")
+	if j := strings.Index(rest, " #"); j >= 0 {
+		rest = rest[:j]
+	}
+	var f [3]string
+	n := fieldsN(rest, f[:])
+	if n == 0 || n > 2 {
+		return false
+	}
+	if _, ok := promFloatOK(f[0]); !ok {
+		return false
+	}
+	if n == 2 {
+		if _, err := promTimestamp(f[1]); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// promFloatOK is parsePromFloat without the error value.
+func promFloatOK(v string) (float64, bool) {
+	switch v {
+	case "NaN":
+		return math.NaN(), true
+	case "+Inf", "Inf":
+		return math.Inf(1), true
+	case "-Inf":
+		return math.Inf(-1), true
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	return f, err == nil
+}
+
+// promLabelsEnd is parsePromLabels without building the labels: the index
+// after the closing '}', and whether the last quoted name is non-empty.
+func promLabelsEnd(line string, i int) (int, bool, bool) {
+	qnamed := false
+	for {
+		for i < len(line) && (line[i] == ' ' || line[i] == ',') {
+			i++
+		}
+		if i >= len(line) {
+			return i, false, false
+		}
+		if line[i] == '}' {
+			return i + 1, qnamed, true
+		}
+		if line[i] == '"' {
+			n, ok := promQuotedEnd(line, i)
+			if !ok {
+				return i, false, false
+			}
+			empty := n == i+2
+			i = n
+			for i < len(line) && line[i] == ' ' {
+				i++
+			}
+			if i >= len(line) || line[i] != '=' {
+				qnamed = !empty
+				continue
+			}
+		} else {
+			j := i
+			for j < len(line) && line[j] != '=' && line[j] != ' ' && line[j] != '}' && line[j] != ',' {
+				j++
+			}
+			empty := j == i
+			i = j
+			for i < len(line) && line[i] == ' ' {
+				i++
+			}
+			if empty || i >= len(line) || line[i] != '=' {
+				return i, false, false
+			}
+		}
+		i++ // '='
+		for i < len(line) && line[i] == ' ' {
+			i++
+		}
+		if i >= len(line) || line[i] != '"' {
+			return i, false, false
+		}
+		n, ok := promQuotedEnd(line, i)
+		if !ok {
+			return i, false, false
+		}
+		i = n
+	}
+}
+
+// promQuotedEnd returns the index after the quoted value at line[i], as
+// promQuoted reads it.
+func promQuotedEnd(line string, i int) (int, bool) {
+	for j := i + 1; j < len(line); j++ {
+		switch line[j] {
+		case '"':
+			return j + 1, true
+		case '\\':
+			if j+1 >= len(line) {
+				return j, false
+			}
+			j++
+		}
+	}
+	return len(line), false
+}
+
 // promQuoted decodes a quoted label value at line[i] ('"'); escapes are
 // \\, \" and \n.
 func promQuoted(line string, i int) (string, int, error) {
+	// Most values have no escape: the value is then a substring.
+	for j := i + 1; j < len(line) && line[j] != '\\'; j++ {
+		if line[j] == '"' {
+			return line[i+1 : j], j + 1, nil
+		}
+	}
 	var b strings.Builder
 	for j := i + 1; j < len(line); j++ {
 		switch c := line[j]; c {
@@ -307,17 +480,33 @@ func promQuoted(line string, i int) (string, int, error) {
 // UTF-8, so different label sets cannot collide by concatenation). keys
 // must be sorted, as MetricSample's are.
 func SeriesID(name string, keys, values []string) uint64 {
-	h := fnv.New64a()
-	sep := []byte{0xff}
-	h.Write([]byte(name))
-	h.Write(sep)
-	for i := range keys {
-		h.Write([]byte(keys[i]))
-		h.Write(sep)
-		if i < len(values) {
-			h.Write([]byte(values[i]))
+	// FNV-64a written out (hash/fnv through its interface allocates, and
+	// this runs for every new series).
+	h := uint64(fnvOffset64)
+	add := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= fnvPrime64
 		}
-		h.Write(sep)
 	}
-	return h.Sum64()
+	sep := func() {
+		h ^= 0xff
+		h *= fnvPrime64
+	}
+	add(name)
+	sep()
+	for i := range keys {
+		add(keys[i])
+		sep()
+		if i < len(values) {
+			add(values[i])
+		}
+		sep()
+	}
+	return h
 }
+
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)

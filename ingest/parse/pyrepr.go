@@ -259,7 +259,13 @@ func pyUnescape(b *strings.Builder, lit string) {
 // pyUint decodes a non-negative integer repr; None and anything else is
 // (0, false).
 func pyUint(v string) (uint64, bool) {
-	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	v = strings.TrimSpace(v)
+	// Not a number (None, a quoted string, …) is common here; ParseUint
+	// would allocate its syntax error to say so, and return 0.
+	if !digitsOnly(v) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
 	return n, err == nil
 }
 
@@ -292,4 +298,14 @@ func pyText(v string) string {
 		return s
 	}
 	return v
+}
+
+// digitsOnly reports whether s is a non-empty run of ASCII digits.
+func digitsOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

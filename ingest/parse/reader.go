@@ -52,6 +52,7 @@ type Reader struct {
 	inJSON   bool   // the pending record is a pretty-printed JSON body
 	err      error
 	line     []byte // scratch for the current physical line
+	block    []byte // see own
 }
 
 // NewReader returns a Reader over r.
@@ -127,7 +128,7 @@ func (r *Reader) Next() (Record, error) {
 			continue
 		}
 		rec := &Record{Offset: start, Length: total, LineNo: r.lineNo, Lines: 1,
-			Raw: append([]byte(nil), content...), Truncated: trunc}
+			Raw: r.own(content), Truncated: trunc}
 		prev := r.pending
 		r.pending, r.pendTerm = rec, term
 		trimmed := bytes.TrimRight(content, " \r")
@@ -141,6 +142,32 @@ func (r *Reader) Next() (Record, error) {
 		}
 	}
 }
+
+// own returns a copy of a line for a new record. Short lines are carved
+// from a shared block instead of allocated one by one (most records are
+// one short line); each copy's capacity ends at its length, so appending
+// a continuation line reallocates instead of reaching the next record.
+// The copies are never written again (Parser relies on it).
+func (r *Reader) own(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	if len(b) > rawBlock/8 {
+		return append([]byte(nil), b...)
+	}
+	if len(r.block) < len(b) {
+		r.block = make([]byte, rawBlock)
+	}
+	out := r.block[:len(b):len(b)]
+	copy(out, b)
+	r.block = r.block[len(b):]
+	return out
+}
+
+// rawBlock is the size of the blocks own carves records from: a block
+// stays in memory while any record of it does, which for ingest is one
+// batch.
+const rawBlock = 32 << 10
 
 func clip(b []byte, n int) []byte {
 	if n < 0 {
@@ -207,18 +234,31 @@ func isDigits(b []byte) bool {
 // readLine reads one physical line. content excludes the terminator and is
 // at most r.max bytes (trunc set when more were dropped); total counts every
 // byte consumed; term is "\n", "\r\n" or "" at EOF.
+//
+// content is only valid until the next read: a line that fits the buffer
+// is returned in place, without a copy to the scratch line.
 func (r *Reader) readLine() (content []byte, total int64, term []byte, trunc bool, err error) {
 	r.line = r.line[:0]
 	var last2 [2]byte // last two bytes seen, for CRLF detection past the cap
-	for {
+	var line []byte
+	for first := true; ; first = false {
 		chunk, e := r.br.ReadSlice('\n')
 		total += int64(len(chunk))
-		for _, c := range chunk {
-			last2[0], last2[1] = last2[1], c
+		switch n := len(chunk); {
+		case n >= 2:
+			last2 = [2]byte{chunk[n-2], chunk[n-1]}
+		case n == 1:
+			last2 = [2]byte{last2[1], chunk[0]}
+		}
+		if first && e != bufio.ErrBufferFull {
+			line = chunk // the whole line in one piece (the common case)
+			err = e
+			break
 		}
 		if room := r.max + 2 - len(r.line); room > 0 {
 			r.line = append(r.line, clip(chunk, room)...)
 		}
+		line = r.line
 		if e == bufio.ErrBufferFull {
 			continue
 		}
@@ -233,9 +273,9 @@ func (r *Reader) readLine() (content []byte, total int64, term []byte, trunc boo
 		term, n = lf, total-1
 	}
 	if n > int64(r.max) {
-		return r.line[:r.max], total, term, true, err
+		return line[:r.max], total, term, true, err
 	}
-	return r.line[:n], total, term, false, err
+	return line[:n], total, term, false, err
 }
 
 var (

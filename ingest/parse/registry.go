@@ -158,7 +158,9 @@ func stripWrapper(l string) int {
 				k = e + 2
 			}
 		default:
-			if e := strings.Index(rest, " | "); e > 0 && e < 64 {
+			// Only a separator starting before byte 64 counts, so only
+			// that much of a (possibly long) line is searched.
+			if e := strings.Index(rest[:min(len(rest), 66)], " | "); e > 0 && e < 64 {
 				name := strings.TrimRight(rest[:e], " ")
 				if name != "" && !strings.ContainsAny(name, " []") {
 					k = e + 3
@@ -191,11 +193,11 @@ func isSGLangBracket(l string) bool {
 }
 
 func isSGLangRequestJSON(l string) bool {
-	if !isSGLangBracket(l) {
+	if len(l) <= 20 || l[0] != '[' {
 		return false
 	}
-	pre := parsePrefix(l, time.UTC)
-	return strings.HasPrefix(pre.msg, "{") && strings.Contains(pre.msg, `"event": "request.`)
+	pre := parsePrefix(l, time.UTC) // isSGLangBracket, without parsing the prefix twice
+	return !pre.ts.IsZero() && strings.HasPrefix(pre.msg, "{") && strings.Contains(pre.msg, `"event": "request.`)
 }
 
 // isGlog: "E0917 16:23:13.204995 4058290 worker_pool.cpp:294] …" and the
@@ -283,8 +285,7 @@ func isPrometheus(l string) bool {
 	if !isIdentStart(l[0]) && l[0] != ':' {
 		return false
 	}
-	_, err := parsePromSample(l)
-	return err == nil
+	return promCheck(l)
 }
 
 // isProgressBar: tqdm bars (weights loading, CUDA graph capture, benches),

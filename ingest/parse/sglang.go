@@ -7,7 +7,8 @@ import (
 // SGLangParser parses SGLang engine logs: scheduler, tokenizer and HTTP
 // processes, --log-requests in text and JSON form (reference §0–§d).
 type SGLangParser struct {
-	opts ParseOptions
+	opts  ParseOptions
+	arena arena
 }
 
 // maxGlued bounds how many glued messages one record is split into.
@@ -17,7 +18,7 @@ const maxGlued = 16
 // message plus its traceback) is interpreted; the rest stays in the raw
 // record.
 func (p *SGLangParser) Parse(rec Record) Parsed {
-	line := string(rec.Raw)
+	line := bytesView(rec.Raw) // read in place (see Parser)
 	if i := strings.IndexByte(line, '\n'); i >= 0 {
 		first := strings.TrimSuffix(line[:i], "\r")
 		switch t := strings.TrimSpace(first); {
@@ -117,11 +118,11 @@ func gluedPrefix(msg string, opts ParseOptions) int {
 func (p *SGLangParser) message(msg string, ranks Ranks) Parsed {
 	switch {
 	case strings.HasPrefix(msg, "Prefill batch") || strings.HasPrefix(msg, "Decode batch"):
-		if out, ok := parseBatch(msg, ranks); ok {
+		if out, ok := parseBatch(&p.arena, msg, ranks); ok {
 			return out
 		}
 	case strings.HasPrefix(msg, "Receive: ") || strings.HasPrefix(msg, "Receive OpenAI: ") || strings.HasPrefix(msg, "Finish: "):
-		return parseRequestText(msg, ranks)
+		return parseRequestText(&p.arena, msg, ranks)
 	case strings.HasPrefix(msg, "{") || strings.HasPrefix(msg, "["):
 		if strings.Contains(msg, `"event": "request.`) || strings.Contains(msg, `"event":"request.`) {
 			return parseRequestJSON(msg, ranks, p.opts)
@@ -130,7 +131,7 @@ func (p *SGLangParser) message(msg string, ranks Ranks) Parsed {
 			return parseGenerateResponse(msg, ranks)
 		}
 	case strings.HasPrefix(msg, "INFO:"):
-		if out, ok := parseUvicorn(msg, ranks); ok {
+		if out, ok := parseUvicorn(&p.arena, msg, ranks); ok {
 			return out
 		}
 	}
@@ -146,14 +147,14 @@ func (p *SGLangParser) message(msg string, ranks Ranks) Parsed {
 	// Batch lines behind a user logging prefix.
 	for _, k := range [...]string{"Prefill batch", "Decode batch"} {
 		if i := strings.Index(msg, k); i > 0 {
-			if out, ok := parseBatch(msg[i:], ranks); ok {
+			if out, ok := parseBatch(&p.arena, msg[i:], ranks); ok {
 				return out
 			}
 		}
 	}
 	for _, k := range [...]string{"Receive: obj=", "Receive OpenAI: obj=", "Finish: obj="} {
 		if i := strings.Index(msg, k); i > 0 {
-			return parseRequestText(msg[i:], ranks)
+			return parseRequestText(&p.arena, msg[i:], ranks)
 		}
 	}
 	return unknown("")

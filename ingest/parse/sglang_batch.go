@@ -13,7 +13,7 @@ import (
 // the renamed counters are mapped onto stable fields. A trailing ", " or " "
 // (v0.4.6–v0.5.8) is harmless. The second result is false if msg is not a
 // batch line at all.
-func parseBatch(msg string, ranks Ranks) (Parsed, bool) {
+func parseBatch(a *arena, msg string, ranks Ranks) (Parsed, bool) {
 	var kind, rest string
 	switch {
 	case strings.HasPrefix(msg, "Prefill batch"):
@@ -23,7 +23,8 @@ func parseBatch(msg string, ranks Ranks) (Parsed, bool) {
 	default:
 		return Parsed{}, false
 	}
-	b := &BatchStat{Ranks: ranks, Kind: kind, Iter: -1,
+	b := a.batch()
+	*b = BatchStat{Ranks: ranks, Kind: kind, Iter: -1,
 		RunningReq: -1, QueueReq: -1, BootstrapReq: -1, InflightReq: -1,
 		PreallocReq: -1, TransferReq: -1, RetractedReq: -1}
 	if strings.HasPrefix(rest, " [") {
@@ -42,8 +43,8 @@ func parseBatch(msg string, ranks Ranks) (Parsed, bool) {
 	}
 	rest = rest[1:]
 	n := strings.Count(rest, ",") + 1
-	b.FieldKeys = make([]string, 0, n)
-	b.FieldValues = make([]string, 0, n)
+	kv := a.strings(2 * n) // keys and values share one array
+	b.FieldKeys, b.FieldValues = kv[:0:n], kv[n:n:2*n]
 	var bad string
 	for rest != "" {
 		var part string

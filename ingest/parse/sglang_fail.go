@@ -7,7 +7,8 @@ import (
 // parseRejection recognises the request rejections of §c1–§c3. All of them
 // end the request with HTTP 400 (FINISH_ABORT BAD_REQUEST, §c1/§c3).
 func parseRejection(msg string, ranks Ranks) (Parsed, bool) {
-	e := &EngineEvent{Ranks: ranks}
+	ev := EngineEvent{Ranks: ranks} // on the heap only when the line is one (below)
+	e := &ev
 	var ok1, ok2 bool
 	switch {
 	case strings.Contains(msg, "exceeds the maximum allowed length ("):
@@ -49,7 +50,7 @@ func parseRejection(msg string, ranks Ranks) (Parsed, bool) {
 	if rid, ok := pyValueAfter(msg, "self.rid="); ok {
 		e.RID = rid
 	}
-	out := Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e, RID: e.RID}
+	out := Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e.clone(), RID: e.RID}
 	if !ok1 || !ok2 {
 		out.Status, out.Reason = StatusMalformed, e.Event+": token counts not found"
 	}
@@ -74,7 +75,8 @@ var failureHeads = [...]struct{ head, event string }{
 // parseTransferFailure recognises the bootstrap/transfer/metadata problems
 // of §c4–§c5.
 func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
-	t := &TransferEvent{Ranks: ranks, Source: "sglang", MetadataIndex: -1}
+	tv := TransferEvent{Ranks: ranks, Source: "sglang", MetadataIndex: -1} // copied to the heap by transferOut
+	t := &tv
 	bad := ""
 	for _, h := range failureHeads {
 		i := strings.Index(msg, h.head)
@@ -238,8 +240,13 @@ func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
 	return transferOut(t, bad), true
 }
 
+// transferOut returns a heap copy of *t as the result, so that callers
+// can fill in a TransferEvent on the stack and pay for the allocation only
+// when the line is one.
 func transferOut(t *TransferEvent, bad string) Parsed {
-	out := Parsed{Status: StatusParsed, Kind: KindTransfer, Event: t.Event, Transfer: t,
+	c := new(TransferEvent)
+	*c = *t
+	out := Parsed{Status: StatusParsed, Kind: KindTransfer, Event: t.Event, Transfer: c,
 		RID: t.RID, BootstrapRoom: t.BootstrapRoom}
 	if bad != "" {
 		out.Status, out.Reason = StatusMalformed, t.Event+": "+bad
@@ -270,4 +277,11 @@ func reasonPeer(reason string) string {
 		}
 	}
 	return ""
+}
+
+// clone returns a heap copy of e (see transferOut).
+func (e *EngineEvent) clone() *EngineEvent {
+	c := new(EngineEvent)
+	*c = *e
+	return c
 }

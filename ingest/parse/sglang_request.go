@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // parseRequestText parses --log-requests text lines (§d):
@@ -13,8 +14,9 @@ import (
 //	Finish: obj=GenerateReqInput(…)[, headers={…}], out={'text': …, 'meta_info': {…}}
 //
 // The payload is a Python repr; level 2 truncates strings to 'head' ... 'tail'.
-func parseRequestText(msg string, ranks Ranks) Parsed {
-	e := &EngineEvent{Ranks: ranks}
+func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
+	e := a.event()
+	e.Ranks = ranks
 	var rest string
 	switch {
 	case strings.HasPrefix(msg, "Receive: "):
@@ -156,7 +158,8 @@ type jsonFinishReason struct {
 // "request.received.openai"|"request.finished", "rid": …, "obj": {…}, "out": {…}}`.
 func parseRequestJSON(msg string, ranks Ranks, opts ParseOptions) Parsed {
 	var l jsonRequestLog
-	if err := json.Unmarshal([]byte(msg), &l); err != nil {
+	// encoding/json neither writes nor keeps its input: no copy of msg.
+	if err := json.Unmarshal(unsafe.Slice(unsafe.StringData(msg), len(msg)), &l); err != nil {
 		return malformed(KindEngine, "", "request json: "+err.Error())
 	}
 	e := &EngineEvent{Ranks: ranks}
@@ -235,7 +238,7 @@ func applyMetaInfo(e *EngineEvent, m *jsonMetaInfo) {
 
 // parseUvicorn parses an access line re-emitted through the SGLang
 // formatter (§0): INFO:     10.10.11.1:41698 - "POST /v1/chat/completions HTTP/1.1" 200 OK
-func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
+func parseUvicorn(a *arena, msg string, ranks Ranks) (Parsed, bool) {
 	rest := strings.TrimLeft(strings.TrimPrefix(msg, "INFO:"), " ")
 	client, req, ok := strings.Cut(rest, ` - "`)
 	if !ok {
@@ -245,9 +248,10 @@ func parseUvicorn(msg string, ranks Ranks) (Parsed, bool) {
 	if !ok {
 		return Parsed{}, false
 	}
-	e := &EngineEvent{Ranks: ranks, Event: "http_access", Client: client}
-	parts := strings.Fields(reqLine)
-	if len(parts) >= 2 {
+	e := a.event()
+	*e = EngineEvent{Ranks: ranks, Event: "http_access", Client: client}
+	var parts [2]string
+	if fieldsN(reqLine, parts[:]) >= 2 {
 		e.Method, e.Path = parts[0], parts[1]
 	}
 	code, _, _ := strings.Cut(tail, " ")

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // numRun returns the leading run of number characters of s (digits, sign,
@@ -219,4 +221,45 @@ func epochTime(f float64, unit string) time.Time {
 	}
 	sec, frac := math.Modf(f / 1e9)
 	return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3).UTC()
+}
+
+// bytesView returns b as a string without copying. The result must not be
+// kept beyond the parse of the record b belongs to, unless b is never
+// modified afterwards: callers clone (strings.Clone) what they keep.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// fieldsN is strings.Fields without the slice: it stores the first
+// len(dst) fields of s in dst and returns how many fields s has, counting
+// at most len(dst). Fields of non-ASCII text are left to strings.Fields,
+// whose Unicode spaces it must match.
+func fieldsN(s string, dst []string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			f := strings.Fields(s)
+			return copy(dst, f)
+		}
+	}
+	n := 0
+	i := 0
+	for n < len(dst) {
+		for i < len(s) && asciiSpace(s[i]) {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		j := i
+		for j < len(s) && !asciiSpace(s[j]) {
+			j++
+		}
+		dst[n] = s[i:j]
+		n++
+		i = j
+	}
+	return n
+}
+
+// asciiSpace is the ASCII white space of strings.Fields.
+func asciiSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
