@@ -15,12 +15,12 @@ import (
 // what a rerun resumes from, the nodes' endpoints and the correlation step.
 
 // LatestSourceCheckpoint is a source's latest ingest_sources row.
-func (s *Store) LatestSourceCheckpoint(ctx context.Context, sourceID string) (ingest.Checkpoint, bool, error) {
+func (s IngestStatements) LatestSourceCheckpoint(ctx context.Context, sourceID string) (ingest.Checkpoint, bool, error) {
 	cp := ingest.Checkpoint{SourceID: sourceID}
 	var complete uint8
 	q := `SELECT log_format, lines, parsed, unknown, malformed, bytes, committed_offset, complete, first_ts, last_ts, version
 FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
-	err := s.QueryRow(ctx, q, sourceID).Scan(&cp.Format, &cp.Records, &cp.Parsed, &cp.Unknown, &cp.Malformed,
+	err := s.c.QueryRow(ctx, q, sourceID).Scan(&cp.Format, &cp.Records, &cp.Parsed, &cp.Unknown, &cp.Malformed,
 		&cp.Bytes, &cp.Offset, &complete, &cp.FirstTS, &cp.LastTS, &cp.Version)
 	if err != nil {
 		if ingIsNoRows(err) {
@@ -36,7 +36,7 @@ FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 // source on node whose head is headLen bytes with digest headDigest, or is
 // shorter than headLen (a file first read while it was short; the caller
 // checks that the content starts with it).
-func (s *Store) FileCheckpointCandidates(ctx context.Context, node string, headLen uint32, headDigest string) ([]ingest.Checkpoint, error) {
+func (s IngestStatements) FileCheckpointCandidates(ctx context.Context, node string, headLen uint32, headDigest string) ([]ingest.Checkpoint, error) {
 	q := `SELECT groupArray(source_id), groupArray(path), groupArray(stream_id), groupArray(head_len), groupArray(head_digest),
  groupArray(prefix_len), groupArray(prefix_digest), groupArray(log_format), groupArray(lines), groupArray(parsed),
  groupArray(unknown), groupArray(malformed), groupArray(committed_offset), groupArray(complete), groupArray(state),
@@ -60,7 +60,7 @@ FROM (
 		complete                                                 []uint8
 		first, last                                              []time.Time
 	)
-	err := s.QueryRow(ctx, q, node, headLen, headDigest, headLen).Scan(&ids, &paths, &streams, &hlens, &hdigests,
+	err := s.c.QueryRow(ctx, q, node, headLen, headDigest, headLen).Scan(&ids, &paths, &streams, &hlens, &hdigests,
 		&plens, &pdigests, &formats, &lines, &parsed, &unknown, &malformed, &offsets, &complete, &states, &first, &last, &sizes, &resumes, &tails, &vers)
 	if err != nil {
 		return nil, err
@@ -80,14 +80,14 @@ FROM (
 // LegacySourceCheckpoints are node and path's sources from before
 // file_checkpoints (migration 0004): in ingest_sources, not in
 // file_checkpoints.
-func (s *Store) LegacySourceCheckpoints(ctx context.Context, node, path string) ([]ingest.LegacySource, error) {
+func (s IngestStatements) LegacySourceCheckpoints(ctx context.Context, node, path string) ([]ingest.LegacySource, error) {
 	var ids []string
 	var sizes, offsets, vers []uint64
 	q := `SELECT groupArray(source_id), groupArray(size), groupArray(committed_offset), groupArray(v) FROM (
  SELECT source_id, argMax(size, version) AS size, argMax(committed_offset, version) AS committed_offset, max(version) AS v
  FROM ingest_sources WHERE node = ? AND path = ?
   AND source_id GLOBAL NOT IN (SELECT source_id FROM file_checkpoints WHERE node = ?) GROUP BY source_id)`
-	if err := s.QueryRow(ctx, q, node, path, node).Scan(&ids, &sizes, &offsets, &vers); err != nil {
+	if err := s.c.QueryRow(ctx, q, node, path, node).Scan(&ids, &sizes, &offsets, &vers); err != nil {
 		return nil, err
 	}
 	out := make([]ingest.LegacySource, len(ids))
@@ -99,8 +99,8 @@ func (s *Store) LegacySourceCheckpoints(ctx context.Context, node, path string) 
 
 // SaveSourceCheckpoints writes every checkpoint's ingest_sources row (the
 // completeness report) in one insert.
-func (s *Store) SaveSourceCheckpoints(ctx context.Context, cps []ingest.Checkpoint, now time.Time, version uint64) error {
-	x, err := s.PrepareBatch(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts,
+func (s IngestStatements) SaveSourceCheckpoints(ctx context.Context, cps []ingest.Checkpoint, now time.Time, version uint64) error {
+	x, err := s.c.PrepareBatch(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts,
  lines, parsed, unknown, malformed, bytes, committed_offset, size, complete, updated_at, version)`)
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func (s *Store) SaveSourceCheckpoints(ctx context.Context, cps []ingest.Checkpoi
 
 // SaveFileCheckpoints writes the file_checkpoints row (what a rerun
 // resumes from) of every checkpoint of a file, in one insert.
-func (s *Store) SaveFileCheckpoints(ctx context.Context, cps []ingest.Checkpoint, now time.Time, version uint64) error {
+func (s IngestStatements) SaveFileCheckpoints(ctx context.Context, cps []ingest.Checkpoint, now time.Time, version uint64) error {
 	n := 0
 	for _, cp := range cps {
 		if cp.File != nil {
@@ -127,7 +127,7 @@ func (s *Store) SaveFileCheckpoints(ctx context.Context, cps []ingest.Checkpoint
 	if n == 0 {
 		return nil
 	}
-	x, err := s.PrepareBatch(ctx, `INSERT INTO file_checkpoints (source_id, node, path, stream_id, head_len, head_digest,
+	x, err := s.c.PrepareBatch(ctx, `INSERT INTO file_checkpoints (source_id, node, path, stream_id, head_len, head_digest,
  prefix_len, prefix_digest, log_format, first_ts, last_ts, lines, parsed, unknown, malformed, committed_offset, resume_offset,
  tail_status, size, complete, state, damage_offset, updated_at, version)`)
 	if err != nil {
@@ -149,11 +149,11 @@ func (s *Store) SaveFileCheckpoints(ctx context.Context, cps []ingest.Checkpoint
 }
 
 // SaveNodeEndpoints writes one nodes row per node (version now).
-func (s *Store) SaveNodeEndpoints(ctx context.Context, nodes []ingest.NodeEndpoints, now time.Time) error {
+func (s IngestStatements) SaveNodeEndpoints(ctx context.Context, nodes []ingest.NodeEndpoints, now time.Time) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	x, err := s.PrepareBatch(ctx, "INSERT INTO nodes (node, role, endpoints, updated_at, version)")
+	x, err := s.c.PrepareBatch(ctx, "INSERT INTO nodes (node, role, endpoints, updated_at, version)")
 	if err != nil {
 		return err
 	}
@@ -171,37 +171,37 @@ func (s *Store) SaveNodeEndpoints(ctx context.Context, nodes []ingest.NodeEndpoi
 }
 
 // StepWatermark is the newest watermark ingest_steps holds for step.
-func (s *Store) StepWatermark(ctx context.Context, step string) (uint64, error) {
+func (s IngestStatements) StepWatermark(ctx context.Context, step string) (uint64, error) {
 	var watermark uint64
-	err := s.QueryRow(ctx, "SELECT max(watermark) FROM ingest_steps WHERE step = ?", step).Scan(&watermark)
+	err := s.c.QueryRow(ctx, "SELECT max(watermark) FROM ingest_steps WHERE step = ?", step).Scan(&watermark)
 	return watermark, err
 }
 
 // FileSpanSince is the time span of the file sources whose latest
 // checkpoint is newer than watermark and that hold timed lines, with the
 // newest such version as the span's watermark.
-func (s *Store) FileSpanSince(ctx context.Context, watermark uint64) (ingest.CorrelationSpan, uint64, error) {
+func (s IngestStatements) FileSpanSince(ctx context.Context, watermark uint64) (ingest.CorrelationSpan, uint64, error) {
 	var sp ingest.CorrelationSpan
 	var n uint64
 	q := `SELECT count(), min(first_ts), max(last_ts), max(v) FROM (
  SELECT argMax(first_ts, version) AS first_ts, argMax(last_ts, version) AS last_ts, max(version) AS v
  FROM file_checkpoints GROUP BY node, source_id)
 WHERE v > ? AND first_ts > toDateTime(0)`
-	err := s.QueryRow(ctx, q, watermark).Scan(&n, &sp.From, &sp.To, &sp.Watermark)
+	err := s.c.QueryRow(ctx, q, watermark).Scan(&n, &sp.From, &sp.To, &sp.Watermark)
 	return sp, n, err
 }
 
 // RecordStep records in ingest_steps that step covered sp. One row, so
 // INSERT ... SELECT: 18.16 hangs on INSERT ... VALUES over the native
 // protocol.
-func (s *Store) RecordStep(ctx context.Context, step string, sp ingest.CorrelationSpan, requests uint64, now time.Time) error {
-	return s.Exec(ctx, `INSERT INTO ingest_steps (step, watermark, span_from, span_to, requests, updated_at, version)
+func (s IngestStatements) RecordStep(ctx context.Context, step string, sp ingest.CorrelationSpan, requests uint64, now time.Time) error {
+	return s.c.Exec(ctx, `INSERT INTO ingest_steps (step, watermark, span_from, span_to, requests, updated_at, version)
  SELECT ?, ?, ?, ?, ?, ?, ?`, step, sp.Watermark, ingDateTime(sp.From), ingDateTime(sp.To), requests, now, uint64(now.UnixNano()))
 }
 
 // StoredLineIDs returns the raw_lines ids stored in spans, with one query
 // for all of them.
-func (s *Store) StoredLineIDs(ctx context.Context, spans []ingest.LineSpan) ([]uint64, error) {
+func (s IngestStatements) StoredLineIDs(ctx context.Context, spans []ingest.LineSpan) ([]uint64, error) {
 	if len(spans) == 0 {
 		return nil, nil
 	}
@@ -213,7 +213,7 @@ func (s *Store) StoredLineIDs(ctx context.Context, spans []ingest.LineSpan) ([]u
 	}
 	var ids []uint64
 	q := "SELECT groupUniqArray(line_id) FROM raw_lines WHERE " + strings.Join(conds, " OR ")
-	if err := s.QueryRow(ctx, q, args...).Scan(&ids); err != nil {
+	if err := s.c.QueryRow(ctx, q, args...).Scan(&ids); err != nil {
 		return nil, err
 	}
 	return ids, nil

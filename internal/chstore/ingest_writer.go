@@ -42,12 +42,12 @@ var identRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 // every bulk write of rows. The statement always names its columns (18.16
 // learns zero columns from a column-less INSERT), so a column the caller
 // does not name gets its default.
-func (s *Store) OpenInsert(ctx context.Context, table string, columns []string) (TableWriter, error) {
+func (s IngestStatements) OpenInsert(ctx context.Context, table string, columns []string) (TableWriter, error) {
 	sql, err := insertStatement(table, columns)
 	if err != nil {
 		return nil, err
 	}
-	b, err := s.PrepareBatch(ctx, sql)
+	b, err := s.c.PrepareBatch(ctx, sql)
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,53 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/kvtrail/kvtrail/posture"
 )
 
 // The reads behind posture.Load (posture.DB): boots, the lines near them
 // and the decode metadata read check.
+
+// PostureConn is the part of a connection posture's reads run on: *Store,
+// or another engine speaking the driver's types (internal/chdbstore).
+type PostureConn interface {
+	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
+}
+
+// PostureStatements runs posture's reads (posture.DB) on a connection.
+// *Store has the same methods, run on itself.
+type PostureStatements struct{ c PostureConn }
+
+// PostureOver returns posture's reads over c.
+func PostureOver(c PostureConn) PostureStatements { return PostureStatements{c: c} }
+
+var (
+	_ posture.DB = PostureStatements{}
+	_ posture.DB = (*Store)(nil)
+)
+
+func (s *Store) posture() PostureStatements { return PostureStatements{c: s} }
+
+// NodeBoots: see PostureStatements.NodeBoots.
+func (s *Store) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
+	return s.posture().NodeBoots(ctx)
+}
+
+// LinePlaces: see PostureStatements.LinePlaces.
+func (s *Store) LinePlaces(ctx context.Context, node string, ids []uint64) ([]posture.BootLine, error) {
+	return s.posture().LinePlaces(ctx, node, ids)
+}
+
+// VersionLines: see PostureStatements.VersionLines.
+func (s *Store) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
+	return s.posture().VersionLines(ctx, node, from, to)
+}
+
+// ReadCheckFirings: see PostureStatements.ReadCheckFirings.
+func (s *Store) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
+	return s.posture().ReadCheckFirings(ctx)
+}
 
 const postureBootsSQL = `SELECT node, role, boot_ts_ns, boot_id, disaggregation_mode, transfer_backend, page_size,
  context_len, max_total_num_tokens, max_req_input_len, arg_keys, arg_values, line_ids
@@ -17,8 +59,8 @@ FROM node_boots FINAL
 ORDER BY node, boot_ts_ns`
 
 // NodeBoots are every engine boot, by node then boot time.
-func (s *Store) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
-	rows, err := s.Query(ctx, postureBootsSQL)
+func (s PostureStatements) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
+	rows, err := s.c.Query(ctx, postureBootsSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +82,8 @@ const postureLinePlacesSQL = `SELECT line_id, file_digest, byte_offset FROM raw_
 WHERE node = ? AND has(?, line_id)`
 
 // LinePlaces returns the file and offset of node's lines ids.
-func (s *Store) LinePlaces(ctx context.Context, node string, ids []uint64) ([]posture.BootLine, error) {
-	rows, err := s.Query(ctx, postureLinePlacesSQL, node, ids)
+func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []uint64) ([]posture.BootLine, error) {
+	rows, err := s.c.Query(ctx, postureLinePlacesSQL, node, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +112,8 @@ LIMIT 20000`
 
 // VersionLines are node's lines from..to (or at time 0) that may carry an
 // SGLang version or an environment dump, in file order.
-func (s *Store) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
-	rows, err := s.Query(ctx, postureVersionLinesSQL, node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0)))
+func (s PostureStatements) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
+	rows, err := s.c.Query(ctx, postureVersionLinesSQL, node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0)))
 	if err != nil {
 		return nil, err
 	}
@@ -95,8 +137,8 @@ GROUP BY node`
 
 // ReadCheckFirings are, per node, the first firing of the read check and
 // how often it fired.
-func (s *Store) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
-	rows, err := s.Query(ctx, postureReadCheckSQL)
+func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
+	rows, err := s.c.Query(ctx, postureReadCheckSQL)
 	if err != nil {
 		return nil, err
 	}
