@@ -37,7 +37,11 @@ func (*PostureRegression) Params() any { return struct{}{} }
 
 // Analyze implements Analyzer.
 func (*PostureRegression) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
-	fleet, err := posture.Load(ctx, d.DB)
+	db, ok := d.DB.(posture.DB)
+	if !ok {
+		return nil, fmt.Errorf("posture: the store cannot read posture (%T)", d.DB)
+	}
+	fleet, err := posture.Load(ctx, db)
 	if err != nil {
 		return nil, err
 	}

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// checkpoint is a source's row in ingest_sources: how far it was committed
+// Checkpoint is a source's row in ingest_sources: how far it was committed
 // and what was counted up to there (completeness accounting).
-type checkpoint struct {
+type Checkpoint struct {
 	SourceID string
 	Path     string
 	Node     string
@@ -26,38 +26,42 @@ type checkpoint struct {
 	// File is set for file sources: the identity and prefix digest a
 	// rerun verifies before it continues (file_checkpoints). Push streams
 	// leave it nil.
-	File *fileState
+	File *FileState
 	// Version is when it was saved (UnixNano, the row's version): a forced
 	// run that is retrying keeps the checkpoints it saved itself.
 	Version uint64
 }
 
-// stored is the complete flag as saved: a partial file is not complete.
-func (cp checkpoint) stored() bool {
+// checkpoint is the name the package's code uses.
+type checkpoint = Checkpoint
+
+// Stored is the complete flag as saved: a partial file is not complete.
+func (cp Checkpoint) Stored() bool {
 	return cp.Complete && (cp.File == nil || cp.File.State != statePartial)
 }
 
 func loadCheckpoint(ctx context.Context, s Store, sourceID string) (checkpoint, error) {
-	cp := checkpoint{SourceID: sourceID}
-	var complete uint8
-	q := `SELECT log_format, lines, parsed, unknown, malformed, bytes, committed_offset, complete, first_ts, last_ts, version
-FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
-	err := s.QueryRow(ctx, q, sourceID).Scan(&cp.Format, &cp.Records, &cp.Parsed, &cp.Unknown, &cp.Malformed,
-		&cp.Bytes, &cp.Offset, &complete, &cp.FirstTS, &cp.LastTS, &cp.Version)
+	cp, ok, err := s.LatestSourceCheckpoint(ctx, sourceID)
 	if err != nil {
-		if isNoRows(err) {
-			return checkpoint{SourceID: sourceID}, nil
-		}
-		return cp, fmt.Errorf("read checkpoint: %w", err)
+		return checkpoint{SourceID: sourceID}, fmt.Errorf("read checkpoint: %w", err)
 	}
-	cp.Complete = complete == 1
+	if !ok {
+		return checkpoint{SourceID: sourceID}, nil
+	}
+	cp.SourceID = sourceID
+	return cp.zeroEpoch(), nil
+}
+
+// zeroEpoch reads the stored epoch (DateTime's zero) of a source with no
+// timed line yet back as the zero time.
+func (cp checkpoint) zeroEpoch() checkpoint {
 	if cp.FirstTS.Unix() <= 0 {
 		cp.FirstTS = time.Time{}
 	}
 	if cp.LastTS.Unix() <= 0 {
 		cp.LastTS = time.Time{}
 	}
-	return cp, nil
+	return cp
 }
 
 // saveCheckpoints writes several checkpoints in one insert per table, with
@@ -69,22 +73,13 @@ FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 func saveCheckpoints(ctx context.Context, s Store, cps []checkpoint) error {
 	now := time.Now().UTC()
 	version := uint64(now.UnixNano())
-	x, err := s.PrepareBatch(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts,
- lines, parsed, unknown, malformed, bytes, committed_offset, size, complete, updated_at, version)`)
-	if err != nil {
+	if err := s.SaveSourceCheckpoints(ctx, cps, now, version); err != nil {
 		return fmt.Errorf("save checkpoints: %w", err)
 	}
-	for _, cp := range cps {
-		if err := x.Append(cp.SourceID, cp.Path, cp.Node, cp.Role, cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS),
-			cp.Records, cp.Parsed, cp.Unknown, cp.Malformed, cp.Bytes, cp.Offset, cp.Size, boolU8(cp.stored()), now, version); err != nil {
-			_ = x.Abort()
-			return fmt.Errorf("save checkpoints: %w", err)
-		}
+	if err := s.SaveFileCheckpoints(ctx, cps, now, version); err != nil {
+		return fmt.Errorf("save file checkpoints: %w", err)
 	}
-	if err := x.Send(); err != nil {
-		return fmt.Errorf("save checkpoints: %w", err)
-	}
-	return saveFileCheckpoints(ctx, s, cps, now, version)
+	return nil
 }
 
 // saveNodes records how the sources' nodes are addressed, for correlation:
@@ -117,19 +112,11 @@ func saveNodes(ctx context.Context, s Store, sources []Source) error {
 	if len(order) == 0 {
 		return nil
 	}
-	x, err := s.PrepareBatch(ctx, "INSERT INTO nodes (node, role, endpoints, updated_at, version)")
-	if err != nil {
-		return fmt.Errorf("record nodes: %w", err)
-	}
-	now := time.Now().UTC()
+	list := make([]NodeEndpoints, 0, len(order))
 	for _, name := range order {
-		n := nodes[name]
-		if err := x.Append(name, n.role, n.eps, now, uint64(now.UnixNano())); err != nil {
-			_ = x.Abort()
-			return fmt.Errorf("record node %s: %w", name, err)
-		}
+		list = append(list, NodeEndpoints{Node: name, Role: nodes[name].role, Endpoints: nodes[name].eps})
 	}
-	if err := x.Send(); err != nil {
+	if err := s.SaveNodeEndpoints(ctx, list, time.Now().UTC()); err != nil {
 		return fmt.Errorf("record nodes: %w", err)
 	}
 	return nil
@@ -151,18 +138,14 @@ const stepCorrelate = "correlate"
 // checkpoints are newer than the last correlation's watermark (false when
 // there is none). Checkpoints saved while the correlation runs are newer
 // than its watermark and so are left for the next run.
-func PendingCorrelation(ctx context.Context, s Store) (CorrelationSpan, bool, error) {
-	var sp CorrelationSpan
-	var n, watermark uint64
-	// Two queries, not a subquery: on a cluster both tables are Distributed.
-	if err := s.QueryRow(ctx, "SELECT max(watermark) FROM ingest_steps WHERE step = ?", stepCorrelate).Scan(&watermark); err != nil {
-		return sp, false, fmt.Errorf("read correlation step: %w", err)
+func PendingCorrelation(ctx context.Context, s CheckpointStore) (CorrelationSpan, bool, error) {
+	// Two reads, not a subquery: on a cluster both tables are Distributed.
+	watermark, err := s.StepWatermark(ctx, stepCorrelate)
+	if err != nil {
+		return CorrelationSpan{}, false, fmt.Errorf("read correlation step: %w", err)
 	}
-	q := `SELECT count(), min(first_ts), max(last_ts), max(v) FROM (
- SELECT argMax(first_ts, version) AS first_ts, argMax(last_ts, version) AS last_ts, max(version) AS v
- FROM file_checkpoints GROUP BY node, source_id)
-WHERE v > ? AND first_ts > toDateTime(0)`
-	if err := s.QueryRow(ctx, q, watermark).Scan(&n, &sp.From, &sp.To, &sp.Watermark); err != nil {
+	sp, n, err := s.FileSpanSince(ctx, watermark)
+	if err != nil {
 		return sp, false, fmt.Errorf("read pending correlation: %w", err)
 	}
 	if n == 0 {
@@ -173,11 +156,8 @@ WHERE v > ? AND first_ts > toDateTime(0)`
 }
 
 // MarkCorrelated records that the span up to sp.Watermark is linked.
-func MarkCorrelated(ctx context.Context, s Store, sp CorrelationSpan, requests int) error {
-	now := time.Now().UTC()
-	err := s.Exec(ctx, `INSERT INTO ingest_steps (step, watermark, span_from, span_to, requests, updated_at, version)
- SELECT ?, ?, ?, ?, ?, ?, ?`, stepCorrelate, sp.Watermark, chTime(sp.From), chTime(sp.To), uint64(requests), now, uint64(now.UnixNano()))
-	if err != nil {
+func MarkCorrelated(ctx context.Context, s CheckpointStore, sp CorrelationSpan, requests int) error {
+	if err := s.RecordStep(ctx, stepCorrelate, sp, uint64(requests), time.Now().UTC()); err != nil {
 		return fmt.Errorf("record correlation: %w", err)
 	}
 	return nil

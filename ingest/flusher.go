@@ -45,95 +45,134 @@ type errWrite struct{ err error }
 func (e errWrite) Error() string { return e.err.Error() }
 func (e errWrite) Unwrap() error { return e.err }
 
+// run streams the chunks into the open INSERTs until chunks is closed,
+// committing a window whenever it is full or old, and the last one at the
+// end. Each chunk's batch goes back to free once its rows are sent.
 func (f *flusher) run(ctx context.Context, chunks <-chan *chunk, free chan<- *Batch) error {
-	st := newStreams(f.store, f.opts.MaxOpenInserts)
-	cps := map[string]checkpoint{}
-	var records, bytes int
-	windowStart := time.Now()
-	commit := func() error {
-		if len(cps) == 0 && st.empty() {
-			return nil
-		}
-		if err := st.commit(); err != nil {
-			return errWrite{err}
-		}
-		if len(cps) > 0 {
-			list := make([]checkpoint, 0, len(cps))
-			for _, cp := range cps {
-				list = append(list, cp)
-			}
-			if err := saveCheckpoints(ctx, f.store, list); err != nil {
-				return errWrite{err}
-			}
-			f.mu.Lock()
-			for _, cp := range list {
-				if cp.Complete {
-					f.committed[cp.SourceID] = true
-				}
-			}
-			f.mu.Unlock()
-		}
-		clear(cps)
-		records, bytes, windowStart = 0, 0, time.Now()
-		f.windows++
-		return nil
-	}
-	add := func(c *chunk) error {
-		for next := 0; ; {
-			var err error
-			next, err = st.add(ctx, c.b, next)
-			if errors.Is(err, errWindowFull) {
-				// Every connection the pool lends to inserts is taken:
-				// end this window early. Rows of c already sent are
-				// committed with it, ahead of c's checkpoint, which is
-				// safe (a rerun writes the same keys).
-				if err := commit(); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return errWrite{err}
-			}
-			return nil
-		}
-	}
-	fail := func(err error) error {
-		st.abort()
-		return err
-	}
+	w := f.newWindow()
 	tick := time.NewTicker(max(f.opts.WindowInterval/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
+		var err error
 		select {
 		case c, ok := <-chunks:
 			if !ok {
-				if err := commit(); err != nil {
-					return fail(err)
-				}
-				return nil
+				return w.fail(w.commit(ctx))
 			}
-			if err := add(c); err != nil {
-				return fail(err)
-			}
-			cps[c.cp.SourceID] = c.cp
-			records += c.b.Len()
-			bytes += c.b.bytes
-			c.b.reset()
-			free <- c.b
-			if records >= f.opts.WindowRecords || bytes >= f.opts.WindowBytes {
-				if err := commit(); err != nil {
-					return fail(err)
-				}
-			}
+			err = w.take(ctx, c, free)
 		case <-tick.C:
-			if len(cps) > 0 && time.Since(windowStart) >= f.opts.WindowInterval {
-				if err := commit(); err != nil {
-					return fail(err)
-				}
+			if w.expired() {
+				err = w.commit(ctx)
 			}
 		case <-ctx.Done():
-			return fail(ctx.Err())
+			err = ctx.Err()
+		}
+		if err != nil {
+			return w.fail(err)
+		}
+	}
+}
+
+// window is the commit window being filled: its open INSERTs, the
+// checkpoints of the sources it holds rows of, and its size and age.
+type window struct {
+	f       *flusher
+	st      *streams
+	cps     map[string]checkpoint
+	records int
+	bytes   int
+	start   time.Time
+}
+
+func (f *flusher) newWindow() *window {
+	return &window{f: f, st: newStreams(f.store, f.opts.MaxOpenInserts), cps: map[string]checkpoint{}, start: time.Now()}
+}
+
+// take sends c's rows, hands its batch back, and commits when the window
+// is full.
+func (w *window) take(ctx context.Context, c *chunk, free chan<- *Batch) error {
+	if err := w.add(ctx, c); err != nil {
+		return err
+	}
+	w.cps[c.cp.SourceID] = c.cp
+	w.records += c.b.Len()
+	w.bytes += c.b.bytes
+	c.b.reset()
+	free <- c.b
+	if w.records >= w.f.opts.WindowRecords || w.bytes >= w.f.opts.WindowBytes {
+		return w.commit(ctx)
+	}
+	return nil
+}
+
+// add sends c's rows into the window's INSERTs.
+func (w *window) add(ctx context.Context, c *chunk) error {
+	for next := 0; ; {
+		var err error
+		next, err = w.st.add(ctx, c.b, next)
+		if errors.Is(err, errWindowFull) {
+			// Every connection the pool lends to inserts is taken: end
+			// this window early. Rows of c already sent are committed
+			// with it, ahead of c's checkpoint, which is safe (a rerun
+			// writes the same keys).
+			if err := w.commit(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return errWrite{err}
+		}
+		return nil
+	}
+}
+
+// expired reports whether the window holds checkpoints and is older than
+// WindowInterval.
+func (w *window) expired() bool {
+	return len(w.cps) > 0 && time.Since(w.start) >= w.f.opts.WindowInterval
+}
+
+// commit completes the window's INSERTs, then saves its checkpoints (never
+// the other way round), and starts a new window.
+func (w *window) commit(ctx context.Context) error {
+	if len(w.cps) == 0 && w.st.empty() {
+		return nil
+	}
+	if err := w.st.commit(); err != nil {
+		return errWrite{err}
+	}
+	if len(w.cps) > 0 {
+		list := make([]checkpoint, 0, len(w.cps))
+		for _, cp := range w.cps {
+			list = append(list, cp)
+		}
+		if err := saveCheckpoints(ctx, w.f.store, list); err != nil {
+			return errWrite{err}
+		}
+		w.f.markCommitted(list)
+	}
+	clear(w.cps)
+	w.records, w.bytes, w.start = 0, 0, time.Now()
+	w.f.windows++
+	return nil
+}
+
+// fail drops the window's open INSERTs unsent and returns err (nil passes).
+func (w *window) fail(err error) error {
+	if err != nil {
+		w.st.abort()
+	}
+	return err
+}
+
+// markCommitted records the sources whose final checkpoint is saved.
+func (f *flusher) markCommitted(list []checkpoint) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cp := range list {
+		if cp.Complete {
+			f.committed[cp.SourceID] = true
 		}
 	}
 }

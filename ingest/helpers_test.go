@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"net"
 	"testing"
+	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
+	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/migrations"
 )
 
@@ -17,17 +17,40 @@ func migrationsFS() fs.FS { return migrations.FS }
 // downStore is a ClickHouse that never answers.
 type downStore struct{}
 
-func (downStore) PrepareBatch(context.Context, string) (driver.Batch, error) {
-	return nil, errors.New("connection refused")
+var errRefused = errors.New("connection refused")
+
+func (downStore) OpenInsert(context.Context, string, []string) (ingest.TableWriter, error) {
+	return nil, errRefused
 }
-func (downStore) QueryRow(context.Context, string, ...any) driver.Row { return errRow{} }
-func (downStore) Exec(context.Context, string, ...any) error          { return errors.New("connection refused") }
-
-type errRow struct{}
-
-func (errRow) Err() error           { return errors.New("connection refused") }
-func (errRow) Scan(...any) error    { return errors.New("connection refused") }
-func (errRow) ScanStruct(any) error { return errors.New("connection refused") }
+func (downStore) Ping(context.Context) error { return errRefused }
+func (downStore) LatestSourceCheckpoint(context.Context, string) (ingest.Checkpoint, bool, error) {
+	return ingest.Checkpoint{}, false, errRefused
+}
+func (downStore) FileCheckpointCandidates(context.Context, string, uint32, string) ([]ingest.Checkpoint, error) {
+	return nil, errRefused
+}
+func (downStore) LegacySourceCheckpoints(context.Context, string, string) ([]ingest.LegacySource, error) {
+	return nil, errRefused
+}
+func (downStore) SaveSourceCheckpoints(context.Context, []ingest.Checkpoint, time.Time, uint64) error {
+	return errRefused
+}
+func (downStore) SaveFileCheckpoints(context.Context, []ingest.Checkpoint, time.Time, uint64) error {
+	return errRefused
+}
+func (downStore) SaveNodeEndpoints(context.Context, []ingest.NodeEndpoints, time.Time) error {
+	return errRefused
+}
+func (downStore) StepWatermark(context.Context, string) (uint64, error) { return 0, errRefused }
+func (downStore) FileSpanSince(context.Context, uint64) (ingest.CorrelationSpan, uint64, error) {
+	return ingest.CorrelationSpan{}, 0, errRefused
+}
+func (downStore) RecordStep(context.Context, string, ingest.CorrelationSpan, uint64, time.Time) error {
+	return errRefused
+}
+func (downStore) StoredLineIDs(context.Context, []ingest.LineSpan) ([]uint64, error) {
+	return nil, errRefused
+}
 
 func freeTCPPort(t *testing.T) int {
 	t.Helper()

@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"time"
 )
 
 // A file source's identity (docs/architecture.md, "Source identity"):
@@ -30,8 +29,8 @@ const headBytes = 4096
 
 const statePartial = "partial"
 
-// fileState is what file_checkpoints keeps beyond ingest_sources' columns.
-type fileState struct {
+// FileState is what file_checkpoints keeps beyond ingest_sources' columns.
+type FileState struct {
 	StreamID   string
 	HeadLen    uint32
 	HeadDigest string
@@ -50,6 +49,9 @@ type fileState struct {
 	DamageOffset uint64
 }
 
+// fileState is the name the package's code uses.
+type fileState = FileState
+
 func hexSum(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
@@ -66,40 +68,6 @@ func newStreamID(node string, head []byte) string {
 // sourceKey is a file source's id: node + path + stream.
 func sourceKey(node, path, stream string) string {
 	return hexSum([]byte("kvtrail-source\x00" + node + "\x00" + path + "\x00" + stream))
-}
-
-func saveFileCheckpoints(ctx context.Context, s Store, cps []checkpoint, now time.Time, version uint64) error {
-	n := 0
-	for _, cp := range cps {
-		if cp.File != nil {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	x, err := s.PrepareBatch(ctx, `INSERT INTO file_checkpoints (source_id, node, path, stream_id, head_len, head_digest,
- prefix_len, prefix_digest, log_format, first_ts, last_ts, lines, parsed, unknown, malformed, committed_offset, resume_offset,
- tail_status, size, complete, state, damage_offset, updated_at, version)`)
-	if err != nil {
-		return fmt.Errorf("save file checkpoints: %w", err)
-	}
-	for _, cp := range cps {
-		f := cp.File
-		if f == nil {
-			continue
-		}
-		if err := x.Append(cp.SourceID, cp.Node, cp.Path, f.StreamID, f.HeadLen, f.HeadDigest, f.PrefixLen, f.PrefixDigest,
-			cp.Format, chTime(cp.FirstTS), chTime(cp.LastTS), cp.Records, cp.Parsed, cp.Unknown, cp.Malformed,
-			cp.Offset, f.ResumeOffset, f.TailStatus, cp.Size, boolU8(cp.stored()), f.State, f.DamageOffset, now, version); err != nil {
-			_ = x.Abort()
-			return fmt.Errorf("save file checkpoints: %w", err)
-		}
-	}
-	if err := x.Send(); err != nil {
-		return fmt.Errorf("save file checkpoints: %w", err)
-	}
-	return nil
 }
 
 // resumeAt is where a file continuing the checkpoint starts reading rows.
@@ -122,51 +90,18 @@ type candidate struct {
 // head, or a shorter head (a file first read while it was short) that head
 // starts with.
 func loadCandidates(ctx context.Context, s Store, node string, head []byte) ([]candidate, error) {
-	q := `SELECT groupArray(source_id), groupArray(path), groupArray(stream_id), groupArray(head_len), groupArray(head_digest),
- groupArray(prefix_len), groupArray(prefix_digest), groupArray(log_format), groupArray(lines), groupArray(parsed),
- groupArray(unknown), groupArray(malformed), groupArray(committed_offset), groupArray(complete), groupArray(state),
- groupArray(first_ts), groupArray(last_ts), groupArray(size), groupArray(resume_offset), groupArray(tail_status), groupArray(v)
-FROM (
- SELECT source_id, argMax(path, version) AS path, argMax(stream_id, version) AS stream_id, argMax(head_len, version) AS head_len,
-  argMax(head_digest, version) AS head_digest, argMax(prefix_len, version) AS prefix_len, argMax(prefix_digest, version) AS prefix_digest,
-  argMax(log_format, version) AS log_format, argMax(lines, version) AS lines, argMax(parsed, version) AS parsed,
-  argMax(unknown, version) AS unknown, argMax(malformed, version) AS malformed, argMax(committed_offset, version) AS committed_offset,
-  argMax(complete, version) AS complete, argMax(state, version) AS state, argMax(first_ts, version) AS first_ts,
-  argMax(last_ts, version) AS last_ts, argMax(size, version) AS size,
-  argMax(resume_offset, version) AS resume_offset, argMax(tail_status, version) AS tail_status, max(version) AS v
- FROM file_checkpoints WHERE node = ? GROUP BY source_id
-) WHERE (head_len = ? AND head_digest = ?) OR head_len < ?`
-	var (
-		ids, paths, streams, hdigests, pdigests, formats, states []string
-		hlens                                                    []uint32
-		plens, lines, parsed, unknown, malformed, offsets, vers  []uint64
-		sizes, resumes                                           []uint64
-		tails                                                    []string
-		complete                                                 []uint8
-		first, last                                              []time.Time
-	)
-	err := s.QueryRow(ctx, q, node, uint32(len(head)), hexSum(head), uint32(len(head))).Scan(&ids, &paths, &streams, &hlens, &hdigests,
-		&plens, &pdigests, &formats, &lines, &parsed, &unknown, &malformed, &offsets, &complete, &states, &first, &last, &sizes, &resumes, &tails, &vers)
+	cps, err := s.FileCheckpointCandidates(ctx, node, uint32(len(head)), hexSum(head))
 	if err != nil {
 		return nil, fmt.Errorf("read file checkpoints: %w", err)
 	}
 	var out []candidate
-	for i := range ids {
-		hl := int(hlens[i])
-		if hl > len(head) || hexSum(head[:hl]) != hdigests[i] {
+	for _, cp := range cps {
+		hl := int(cp.File.HeadLen)
+		if hl > len(head) || hexSum(head[:hl]) != cp.File.HeadDigest {
 			continue
 		}
-		cp := checkpoint{SourceID: ids[i], Path: paths[i], Node: node, Format: formats[i],
-			Counts:  Counts{Records: lines[i], Parsed: parsed[i], Unknown: unknown[i], Malformed: malformed[i], Bytes: offsets[i]},
-			FirstTS: first[i], LastTS: last[i], Offset: offsets[i], Size: sizes[i], Complete: complete[i] == 1, Version: vers[i],
-			File: &fileState{StreamID: streams[i], HeadLen: hlens[i], HeadDigest: hdigests[i], PrefixLen: plens[i],
-				PrefixDigest: pdigests[i], ResumeOffset: resumes[i], TailStatus: tails[i], State: states[i]}}
-		if cp.FirstTS.Unix() <= 0 {
-			cp.FirstTS = time.Time{}
-		}
-		if cp.LastTS.Unix() <= 0 {
-			cp.LastTS = time.Time{}
-		}
+		cp.Node = node
+		cp = cp.zeroEpoch()
 		out = append(out, candidate{checkpoint: cp})
 	}
 	return out, nil
@@ -381,20 +316,16 @@ func identify(ctx context.Context, s Store, src Source, path string, forcedSince
 // first size bytes still hash to it, the file keeps that id as its stream,
 // so its lines keep their ids, and continues from the offset saved.
 func legacyIdentity(ctx context.Context, s Store, src Source, path string, id identity, forcedSince uint64) (identity, error) {
-	var ids []string
-	var sizes, offsets, vers []uint64
-	q := `SELECT groupArray(source_id), groupArray(size), groupArray(committed_offset), groupArray(v) FROM (
- SELECT source_id, argMax(size, version) AS size, argMax(committed_offset, version) AS committed_offset, max(version) AS v
- FROM ingest_sources WHERE node = ? AND path = ?
-  AND source_id GLOBAL NOT IN (SELECT source_id FROM file_checkpoints WHERE node = ?) GROUP BY source_id)`
-	if err := s.QueryRow(ctx, q, src.Node, src.Path, src.Node).Scan(&ids, &sizes, &offsets, &vers); err != nil {
+	legacies, err := s.LegacySourceCheckpoints(ctx, src.Node, src.Path)
+	if err != nil {
 		return id, fmt.Errorf("read checkpoints: %w", err)
 	}
-	for i, legacy := range ids {
+	for _, l := range legacies {
+		legacy := l.SourceID
 		if len(legacy) != 64 || legacy == id.key {
 			continue
 		}
-		d, err := rawPrefixDigest(path, sizes[i])
+		d, err := rawPrefixDigest(path, l.Size)
 		if err != nil {
 			return id, err
 		}
@@ -406,12 +337,12 @@ func legacyIdentity(ctx context.Context, s Store, src Source, path string, id id
 			return id, err
 		}
 		id.stream, id.key = legacy, legacy
-		if forcedSince > 0 && vers[i] < forcedSince {
+		if forcedSince > 0 && l.Version < forcedSince {
 			id.cp = checkpoint{SourceID: legacy}
 			return id, nil
 		}
-		cp.Offset, cp.Size = offsets[i], sizes[i]
-		if st, err := os.Stat(path); err == nil && uint64(st.Size()) > sizes[i] {
+		cp.Offset, cp.Size = l.Offset, l.Size
+		if st, err := os.Stat(path); err == nil && uint64(st.Size()) > l.Size {
 			cp.Complete = false // it grew
 		}
 		id.cp = cp

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"io"
 	"log/slog"
 	"os"
@@ -504,18 +503,18 @@ type failingStore struct {
 	n, prepared atomic.Int64
 }
 
-func (f *failingStore) PrepareBatch(ctx context.Context, sql string) (driver.Batch, error) {
-	x, err := f.Store.PrepareBatch(ctx, sql)
+func (f *failingStore) OpenInsert(ctx context.Context, table string, cols []string) (ingest.TableWriter, error) {
+	x, err := f.Store.OpenInsert(ctx, table, cols)
 	if err != nil || f.prepared.Add(1) != f.n.Load() {
 		return x, err
 	}
-	return failingBatch{x}, nil
+	return failingWriter{x}, nil
 }
 
-type failingBatch struct{ driver.Batch }
+type failingWriter struct{ ingest.TableWriter }
 
-func (b failingBatch) Send() error {
-	_ = b.Batch.Abort()
+func (w failingWriter) Send() error {
+	_ = w.TableWriter.Abort()
 	return errors.New("injected: connection reset by peer")
 }
 

@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest/parse"
@@ -95,8 +94,7 @@ func (d *streamDelta) count(c countCand) {
 // dropStored counts the candidates that are not in raw_lines yet, with one
 // query for the whole write over the candidates' time spans.
 func (a *accounting) dropStored(ctx context.Context, s Store) error {
-	var conds []string
-	var args []any
+	var spans []LineSpan
 	for _, st := range a.order {
 		d := a.deltas[st]
 		if len(d.cands) == 0 {
@@ -111,15 +109,13 @@ func (a *accounting) dropStored(ctx context.Context, s Store) error {
 				hi = c.ts
 			}
 		}
-		conds = append(conds, "(node = ? AND file_digest = ? AND ts >= ? AND ts <= ?)")
-		args = append(args, st.node, st.id, chTime(lo.Truncate(time.Second)), chTime(hi))
+		spans = append(spans, LineSpan{Node: st.node, FileDigest: st.id, From: chTime(lo.Truncate(time.Second)), To: chTime(hi)})
 	}
-	if len(conds) == 0 {
+	if len(spans) == 0 {
 		return nil
 	}
-	var ids []uint64
-	q := "SELECT groupUniqArray(line_id) FROM raw_lines WHERE " + strings.Join(conds, " OR ")
-	if err := s.QueryRow(ctx, q, args...).Scan(&ids); err != nil {
+	ids, err := s.StoredLineIDs(ctx, spans)
+	if err != nil {
 		return fmt.Errorf("read stored push line ids: %w", err)
 	}
 	stored := make(map[uint64]bool, len(ids))

@@ -467,11 +467,7 @@ func recordKey(raw []byte) string {
 func (s *PushSink) reachable(ctx context.Context) bool {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if p, ok := s.store.(interface{ Ping(context.Context) error }); ok {
-		return p.Ping(pctx) == nil
-	}
-	var one uint8
-	return s.store.QueryRow(pctx, "SELECT toUInt8(1)").Scan(&one) == nil
+	return s.store.Ping(pctx) == nil
 }
 
 // Requeue moves every dead-letter record of from back into the spool, to

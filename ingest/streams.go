@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // streams keeps one INSERT open per table for the length of a commit
@@ -23,13 +21,13 @@ type streams struct {
 	// max is how many INSERTs may be open at once: each holds a pooled
 	// connection until commit, and reads (checkpoints) need one too.
 	max   int
-	open  map[string]*openInsert // by INSERT statement
+	open  map[string]*openInsert // by tableWrite.key
 	order []*openInsert          // the same, in the order they were opened
 }
 
 type openInsert struct {
 	name string
-	x    driver.Batch
+	x    TableWriter
 }
 
 func newStreams(s Store, max int) *streams {
@@ -64,18 +62,19 @@ func (s *streams) add(ctx context.Context, b *Batch, from int) (int, error) {
 
 // get returns t's open INSERT, opening it if there is a free slot.
 func (s *streams) get(ctx context.Context, t tableWrite) (*openInsert, error) {
-	if oi := s.open[t.sql]; oi != nil {
+	key := t.key()
+	if oi := s.open[key]; oi != nil {
 		return oi, nil
 	}
 	if len(s.open) >= s.max {
 		return nil, errWindowFull
 	}
-	x, err := s.store.PrepareBatch(ctx, t.sql)
+	x, err := s.store.OpenInsert(ctx, t.name, t.cols)
 	if err != nil {
 		return nil, fmt.Errorf("prepare insert into %s: %w", t.name, err)
 	}
 	oi := &openInsert{name: t.name, x: x}
-	s.open[t.sql] = oi
+	s.open[key] = oi
 	s.order = append(s.order, oi)
 	return oi, nil
 }

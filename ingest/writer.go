@@ -6,49 +6,39 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// Store is what ingest needs from ClickHouse (internal/chstore.Store).
-type Store interface {
-	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
-	QueryRow(ctx context.Context, sql string, args ...any) driver.Row
-	Exec(ctx context.Context, sql string, args ...any) error
-}
-
-// Column lists, spelled out: 18.16 learns zero columns from a column-less
-// INSERT, and explicit lists keep inserts correct when columns are added.
-const (
-	insertRaw = `INSERT INTO raw_lines (ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line_no,
- line_id, kind, parse_status, parse_error, rid, bootstrap_room, line, attr_keys, attr_values, ingested_at)`
-	insertIDs   = `INSERT INTO id_index (id, id_kind, node, ts, line_id)`
-	insertBoots = `INSERT INTO node_boots (node, role, boot_ts, boot_ts_ns, boot_id, sglang_version, disaggregation_mode,
- transfer_backend, model_path, page_size, context_len, max_total_num_tokens, max_req_input_len, max_prefill_tokens,
- chunked_prefill_size, max_running_requests, kv_pool_tokens, tp_size, dp_size, pp_size, mem_fraction_static,
- allow_auto_truncate, arg_keys, arg_values, line_ids, facts, ingested_at)`
-	insertEngine = `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, tp_rank, event, rid, bootstrap_room,
- bootstrap_host, bootstrap_port, prompt_tokens, completion_tokens, cached_tokens, input_len, limit_tokens,
- finish_type, finish_message, status_code, e2e_latency_ms, line_id, ingested_at)`
-	insertBatch = `INSERT INTO batch_stats (ts, ts_ns, node, role, dp_rank, tp_rank, kind, new_seq, new_token,
- cached_token, num_token, token_usage, running_req, queue_req, bootstrap_req, inflight_req, prealloc_req,
- transfer_req, retracted_req, throughput, field_keys, field_values, line_id, ingested_at)`
-	insertTransfer = `INSERT INTO transfer_events (ts, ts_ns, node, role, dp_rank, tp_rank, source, event, rid,
- bootstrap_room, other_room, metadata_index, reason, peer, nic, line_id, ingested_at)`
-	insertGateway = `INSERT INTO gateway_responses (ts, ts_ns, request_id, tenant, model, status, prompt_tokens,
- completion_tokens, cached_tokens, ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room,
- prefill_rid, decode_rid, gateway, line_id, ingested_at)`
-	insertMetrics = `INSERT INTO metric_samples (ts, ts_ms, node, name, series_id, label_keys, label_values, value,
- source, ingested_at)`
-	insertPages = `INSERT INTO page_events (ts, ts_ns, node, dp_rank, event, rid, bootstrap_room, pages, line_id,
- ingested_at)`
+// The tables ingest writes and their columns, in the order the fills
+// below append them. Listed explicitly (never all columns): a column added
+// to a table later gets its default until ingest fills it.
+var (
+	rawCols = strings.Fields(`ts ts_ns node role log_format source file_digest byte_offset line_no line_id kind parse_status
+		parse_error rid bootstrap_room line attr_keys attr_values ingested_at`)
+	idCols   = strings.Fields(`id id_kind node ts line_id`)
+	bootCols = strings.Fields(`node role boot_ts boot_ts_ns boot_id sglang_version disaggregation_mode transfer_backend model_path
+		page_size context_len max_total_num_tokens max_req_input_len max_prefill_tokens chunked_prefill_size
+		max_running_requests kv_pool_tokens tp_size dp_size pp_size mem_fraction_static allow_auto_truncate
+		arg_keys arg_values line_ids facts ingested_at`)
+	engineCols = strings.Fields(`ts ts_ns node role dp_rank tp_rank event rid bootstrap_room bootstrap_host bootstrap_port
+		prompt_tokens completion_tokens cached_tokens input_len limit_tokens finish_type finish_message
+		status_code e2e_latency_ms line_id ingested_at`)
+	batchCols = strings.Fields(`ts ts_ns node role dp_rank tp_rank kind new_seq new_token cached_token num_token token_usage
+		running_req queue_req bootstrap_req inflight_req prealloc_req transfer_req retracted_req throughput
+		field_keys field_values line_id ingested_at`)
+	transferCols = strings.Fields(`ts ts_ns node role dp_rank tp_rank source event rid bootstrap_room other_room metadata_index reason
+		peer nic line_id ingested_at`)
+	gatewayCols = strings.Fields(`ts ts_ns request_id tenant model status prompt_tokens completion_tokens cached_tokens ttft_ms
+		duration_ms prefill_endpoint decode_endpoint bootstrap_room prefill_rid decode_rid gateway line_id
+		ingested_at`)
+	metricCols = strings.Fields(`ts ts_ms node name series_id label_keys label_values value source ingested_at`)
+	pageCols   = strings.Fields(`ts ts_ns node dp_rank event rid bootstrap_room pages line_id ingested_at`)
+	// rawColsNoAttrs is rawCols without the attribute arrays, for batches
+	// in which no record has any (every file ingest): the server fills the
+	// empty defaults, and the client skips two per-row reflective array
+	// appends.
+	rawColsNoAttrs = strings.Fields(`ts ts_ns node role log_format source file_digest byte_offset line_no line_id kind parse_status
+		parse_error rid bootstrap_room line ingested_at`)
 )
-
-// insertRawNoAttrs is insertRaw without the attribute arrays, for batches
-// in which no record has any (every file ingest): the server fills the
-// empty defaults, and the client skips two per-row reflective array appends.
-const insertRawNoAttrs = `INSERT INTO raw_lines (ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line_no,
- line_id, kind, parse_status, parse_error, rid, bootstrap_room, line, ingested_at)`
 
 // blockRows is how many rows go into one native-protocol block. An insert
 // of a whole batch is sent as several blocks of one INSERT (the server
@@ -61,10 +51,14 @@ const blockRows = 8192
 type tableWrite struct {
 	name string
 	n    int
-	sql  string
+	cols []string
 	// fill appends rows [lo, hi) to x.
-	fill func(x driver.Batch, lo, hi int) error
+	fill func(x TableWriter, lo, hi int) error
 }
+
+// key tells the INSERTs of a commit window apart: one per table and
+// column list.
+func (t tableWrite) key() string { return t.name + "(" + strings.Join(t.cols, ",") + ")" }
 
 // write inserts every non-empty table of b, each as one INSERT (pushes,
 // whose acknowledgement waits for it). Tables are written one after
@@ -94,27 +88,27 @@ func write(ctx context.Context, s Store, b *Batch) error {
 // tableWrites describes b's rows table by table: raw_lines, then the typed
 // tables. now is their ingested_at.
 func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
-	rawSQL, rawCols := insertRawNoAttrs, rawColumns(now, false)
+	rawNames, rawFill := rawColsNoAttrs, rawColumns(now, false)
 	for i := range b.raw {
 		if len(b.raw[i].attrKeys) > 0 {
-			rawSQL, rawCols = insertRaw, rawColumns(now, true)
+			rawNames, rawFill = rawCols, rawColumns(now, true)
 			break
 		}
 	}
-	raw := tableWrite{"raw_lines", len(b.raw), rawSQL, columns(b.raw, rawCols...)}
+	raw := tableWrite{"raw_lines", len(b.raw), rawNames, columns(b.raw, rawFill...)}
 	typed := []tableWrite{
-		{"id_index", len(b.ids), insertIDs, columns(b.ids,
+		{"id_index", len(b.ids), idCols, columns(b.ids,
 			col(func(r *idRow) string { return r.id }),
 			col(func(r *idRow) string { return r.kind }),
 			col(func(r *idRow) string { return r.node }),
 			col(func(r *idRow) time.Time { return chTime(r.ts) }),
 			col(func(r *idRow) uint64 { return r.lineID }),
 		)},
-		{"node_boots", len(b.boots), insertBoots, func(x driver.Batch, lo, hi int) error {
+		{"node_boots", len(b.boots), bootCols, func(x TableWriter, lo, hi int) error {
 			// A handful of rows per batch: row appends are fine here.
 			for _, r := range b.boots[lo:hi] {
 				f := r.f
-				if err := x.Append(r.node, r.role, chTime(f.BootTS), tsNS(f.BootTS), f.BootID, "", f.DisaggregationMode,
+				if err := x.AppendRow(r.node, r.role, chTime(f.BootTS), tsNS(f.BootTS), f.BootID, "", f.DisaggregationMode,
 					f.TransferBackend, f.ModelPath, f.PageSize, f.ContextLen, f.MaxTotalNumTokens, f.MaxReqInputLen, f.MaxPrefillTokens,
 					f.ChunkedPrefillSize, f.MaxRunningRequests, f.KVPoolTokens, f.TPSize, f.DPSize, f.PPSize, f.MemFractionStatic,
 					boolU8(f.AllowAutoTruncate), orEmpty(f.ArgKeys), orEmpty(f.ArgValues), r.lineIDs, f.Facts, now); err != nil {
@@ -123,7 +117,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			}
 			return nil
 		}},
-		{"engine_events", len(b.engine), insertEngine, columns(b.engine,
+		{"engine_events", len(b.engine), engineCols, columns(b.engine,
 			col(func(r *engineRow) time.Time { return chTime(r.ts) }),
 			col(func(r *engineRow) uint64 { return tsNS(r.ts) }),
 			col(func(r *engineRow) string { return r.node }),
@@ -147,7 +141,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			col(func(r *engineRow) uint64 { return r.lineID }),
 			constant[engineRow](now),
 		)},
-		{"batch_stats", len(b.batches), insertBatch, columns(b.batches,
+		{"batch_stats", len(b.batches), batchCols, columns(b.batches,
 			col(func(r *batchRow) time.Time { return chTime(r.ts) }),
 			col(func(r *batchRow) uint64 { return tsNS(r.ts) }),
 			col(func(r *batchRow) string { return r.node }),
@@ -173,7 +167,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			col(func(r *batchRow) uint64 { return r.lineID }),
 			constant[batchRow](now),
 		)},
-		{"transfer_events", len(b.transfer), insertTransfer, columns(b.transfer,
+		{"transfer_events", len(b.transfer), transferCols, columns(b.transfer,
 			col(func(r *transferRow) time.Time { return chTime(r.ts) }),
 			col(func(r *transferRow) uint64 { return tsNS(r.ts) }),
 			col(func(r *transferRow) string { return r.node }),
@@ -192,7 +186,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			col(func(r *transferRow) uint64 { return r.lineID }),
 			constant[transferRow](now),
 		)},
-		{"gateway_responses", len(b.gateway), insertGateway, columns(b.gateway,
+		{"gateway_responses", len(b.gateway), gatewayCols, columns(b.gateway,
 			col(func(r *gatewayRow) time.Time { return chTime(r.ts) }),
 			col(func(r *gatewayRow) uint64 { return tsNS(r.ts) }),
 			col(func(r *gatewayRow) string { return r.g.RequestID }),
@@ -218,7 +212,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			col(func(r *gatewayRow) uint64 { return r.lineID }),
 			constant[gatewayRow](now),
 		)},
-		{"metric_samples", len(b.metrics), insertMetrics, columns(b.metrics,
+		{"metric_samples", len(b.metrics), metricCols, columns(b.metrics,
 			col(func(r *metricRow) time.Time { return chTime(r.m.TS) }),
 			col(func(r *metricRow) uint64 { return uint64(max(r.m.TSMs, 0)) }),
 			col(func(r *metricRow) string { return r.node }),
@@ -230,7 +224,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			col(func(r *metricRow) string { return r.source }),
 			constant[metricRow](now),
 		)},
-		{"page_events", len(b.pages), insertPages, columns(b.pages,
+		{"page_events", len(b.pages), pageCols, columns(b.pages,
 			col(func(r *pageRow) time.Time { return chTime(r.ts) }),
 			col(func(r *pageRow) uint64 { return tsNS(r.ts) }),
 			col(func(r *pageRow) string { return r.node }),
@@ -251,7 +245,7 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 	return raw, typed
 }
 
-// rawColumns are raw_lines' columns in insertRaw's order (without the
+// rawColumns are raw_lines' columns in rawCols's order (without the
 // attribute arrays unless attrs).
 func rawColumns(now time.Time, attrs bool) []func([]rawRow) any {
 	cols := []func([]rawRow) any{
@@ -282,7 +276,7 @@ func rawColumns(now time.Time, attrs bool) []func([]rawRow) any {
 
 // insert writes t as one INSERT of blocks of at most blockRows rows.
 func insert(ctx context.Context, s Store, t tableWrite) error {
-	x, err := s.PrepareBatch(ctx, t.sql)
+	x, err := s.OpenInsert(ctx, t.name, t.cols)
 	if err != nil {
 		return fmt.Errorf("prepare insert into %s: %w", t.name, err)
 	}
@@ -307,14 +301,14 @@ func insert(ctx context.Context, s Store, t tableWrite) error {
 
 // columns returns a fill that appends rows[lo:hi] one column at a time, in
 // the order of cols (the INSERT's column order).
-func columns[R any](rows []R, cols ...func([]R) any) func(driver.Batch, int, int) error {
-	return func(x driver.Batch, lo, hi int) error {
+func columns[R any](rows []R, cols ...func([]R) any) func(TableWriter, int, int) error {
+	return func(x TableWriter, lo, hi int) error {
 		chunk := rows[lo:hi]
 		vals := make([]any, len(cols))
 		for i, c := range cols {
 			vals[i] = c(chunk)
 		}
-		return appendColumns(x, vals...)
+		return x.AppendColumns(vals...)
 	}
 }
 
@@ -338,38 +332,6 @@ func constant[R any](v time.Time) func([]R) any {
 		}
 		return out
 	}
-}
-
-// appendColumns appends one slice per column, in the INSERT's column order.
-// String slices bound for LowCardinality columns are handed over boxed:
-// the driver appends those row by row through interfaces, and boxing each
-// distinct value once saves an allocation per row.
-func appendColumns(x driver.Batch, cols ...any) error {
-	types := x.Columns()
-	for i, c := range cols {
-		if s, ok := c.([]string); ok && i < len(types) && strings.HasPrefix(string(types[i].Type()), "LowCardinality(") {
-			c = boxStrings(s)
-		}
-		if err := x.Column(i).Append(c); err != nil {
-			return fmt.Errorf("column %d: %w", i, err)
-		}
-	}
-	return nil
-}
-
-// boxStrings returns s as interfaces, sharing one box per distinct value.
-func boxStrings(s []string) []any {
-	out := make([]any, len(s))
-	seen := map[string]any{}
-	for i, v := range s {
-		b, ok := seen[v]
-		if !ok {
-			b = v
-			seen[v] = b
-		}
-		out[i] = b
-	}
-	return out
 }
 
 // orEmpty turns a nil slice into an empty one (an empty Array).

@@ -19,13 +19,54 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// DB is what posture reads through (internal/chstore.Store has it).
+// DB is what posture reads through (internal/chstore.Store has it, and
+// holds the statements).
 type DB interface {
-	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
+	// NodeBoots are every engine boot (node_boots, deduplicated), by node
+	// then boot time.
+	NodeBoots(ctx context.Context) ([]BootRow, error)
+	// LinePlaces are where node's lines ids are: LineID, File and Offset
+	// set.
+	LinePlaces(ctx context.Context, node string, ids []uint64) ([]BootLine, error)
+	// VersionLines are node's lines from..to (or without a time) that may
+	// carry an SGLang version or an environment dump (prefiltered; matched
+	// exactly here), in file order, at most 20,000.
+	VersionLines(ctx context.Context, node string, from, to time.Time) ([]BootLine, error)
+	// ReadCheckFirings are, per node, the first firing and the count of
+	// the decode metadata read check (reference §c4).
+	ReadCheckFirings(ctx context.Context) ([]ReadCheckFiring, error)
+}
+
+// BootRow is one engine boot as node_boots holds it.
+type BootRow struct {
+	Node, Role         string
+	BootNS             uint64
+	BootID             string
+	Mode, Backend      string
+	PageSize           uint32
+	ContextLen, Pool   uint64
+	MaxReqInputLen     uint64
+	ArgKeys, ArgValues []string
+	LineIDs            []uint64
+}
+
+// BootLine is a stored line near a boot: its id, file (digest), byte
+// offset and text.
+type BootLine struct {
+	LineID uint64
+	File   string
+	Offset uint64
+	Line   string
+}
+
+// ReadCheckFiring is when the metadata read check first fired on a node.
+type ReadCheckFiring struct {
+	Node      string
+	FirstNS   uint64
+	FirstLine uint64
+	N         uint64
 }
 
 // UnknownValue is what a value that was not logged reads as.
@@ -112,32 +153,6 @@ func (f *Fleet) Node(node string) []*BootPosture {
 	return out
 }
 
-const bootsSQL = `SELECT node, role, boot_ts_ns, boot_id, disaggregation_mode, transfer_backend, page_size,
- context_len, max_total_num_tokens, max_req_input_len, arg_keys, arg_values, line_ids
-FROM node_boots FINAL
-ORDER BY node, boot_ts_ns`
-
-// Lines of a node that may carry a version or an environment dump
-// (prefiltered here, matched exactly in Go). Such lines usually have no
-// timestamp of their own: ingest gives them the time of the record before
-// them, or 0 at the top of a file, hence the ts = 0 branch.
-const bootLinesSQL = `SELECT file_digest, byte_offset, line_id, line FROM raw_lines
-WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
- AND (like(lower(line), '%sglang==%') OR like(lower(line), '%sglang:%') OR like(lower(line), '%sglang version%')
-      OR like(line, '%SGLANG_%'))
-ORDER BY file_digest, byte_offset
-LIMIT 20000`
-
-// Where each boot's startup lines are, to place the lines above.
-const bootStartsSQL = `SELECT line_id, file_digest, byte_offset FROM raw_lines
-WHERE node = ? AND has(?, line_id)`
-
-// The decode metadata read check logs these events when it fires
-// (reference §c4): their presence proves the running version has it.
-const readCheckSQL = `SELECT node, min(ts_ns) AS first_ns, min(line_id) AS first_line, count() AS n FROM transfer_events
-WHERE event IN ('context_corruption', 'metadata_not_ready')
-GROUP BY node`
-
 // How far before a boot's first startup fact a version line or an
 // environment dump is still taken to describe that boot (bounded by the
 // previous boot), and how far after.
@@ -183,39 +198,23 @@ func Load(ctx context.Context, db DB) (*Fleet, error) {
 }
 
 func loadBoots(ctx context.Context, db DB) ([]*BootPosture, error) {
-	rows, err := db.Query(ctx, bootsSQL)
+	rows, err := db.NodeBoots(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("posture: load node boots: %w", err)
 	}
-	defer rows.Close()
-	var out []*BootPosture
-	for rows.Next() {
-		var (
-			p                    BootPosture
-			ns                   uint64
-			mode, backend        string
-			page                 uint32
-			ctxLen, pool, maxReq uint64
-			keys, vals           []string
-			lines                []uint64
-		)
-		if err := rows.Scan(&p.Node, &p.Role, &ns, &p.BootID, &mode, &backend, &page, &ctxLen, &pool, &maxReq,
-			&keys, &vals, &lines); err != nil {
-			return nil, fmt.Errorf("posture: scan node boot: %w", err)
-		}
-		p.BootTS = time.Unix(0, int64(ns)).UTC()
-		p.Evidence = lines
+	out := make([]*BootPosture, 0, len(rows))
+	for _, r := range rows {
+		p := BootPosture{Node: r.Node, Role: r.Role, BootID: r.BootID}
+		p.BootTS = time.Unix(0, int64(r.BootNS)).UTC()
+		p.Evidence = r.LineIDs
 		args := map[string]string{}
-		for i, k := range keys {
-			if i < len(vals) {
-				args[k] = vals[i]
+		for i, k := range r.ArgKeys {
+			if i < len(r.ArgValues) {
+				args[k] = r.ArgValues[i]
 			}
 		}
-		fill(&p, args, mode, backend, page, ctxLen, pool, maxReq)
+		fill(&p, args, r.Mode, r.Backend, r.PageSize, r.ContextLen, r.Pool, r.MaxReqInputLen)
 		out = append(out, &p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("posture: read node boots: %w", err)
 	}
 	for i, p := range out {
 		if i+1 < len(out) && out[i+1].Node == p.Node {
@@ -323,49 +322,29 @@ func readBootLines(ctx context.Context, db DB, boots []*BootPosture) error {
 				owner[id] = k
 			}
 		}
-		rows, err := db.Query(ctx, bootStartsSQL, node, ids)
+		places, err := db.LinePlaces(ctx, node, ids)
 		if err != nil {
 			return fmt.Errorf("posture: boot lines of %s: %w", node, err)
 		}
-		for rows.Next() {
-			var (
-				id, off uint64
-				file    string
-			)
-			if err := rows.Scan(&id, &file, &off); err != nil {
-				rows.Close()
-				return fmt.Errorf("posture: scan boot line: %w", err)
-			}
-			k := owner[id]
+		for _, l := range places {
+			k := owner[l.LineID]
 			if starts[k] == nil {
 				starts[k] = map[string]uint64{}
 			}
-			if o, ok := starts[k][file]; !ok || off < o {
-				starts[k][file] = off
+			if o, ok := starts[k][l.File]; !ok || l.Offset < o {
+				starts[k][l.File] = l.Offset
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("posture: read boot lines: %w", err)
 		}
 	}
 	from := boots[0].BootTS.Add(-lookBefore)
 	to := boots[len(boots)-1].BootTS.Add(lookAfter)
-	rows, err := db.Query(ctx, bootLinesSQL, node, uint32(max(from.Unix(), 1)), uint32(to.Unix()))
+	lines, err := db.VersionLines(ctx, node, from, to)
 	if err != nil {
 		return fmt.Errorf("posture: version and environment lines of %s: %w", node, err)
 	}
-	defer rows.Close()
 	perBoot := make([][]bootLine, len(boots))
-	for rows.Next() {
-		var (
-			file    string
-			off, id uint64
-			line    string
-		)
-		if err := rows.Scan(&file, &off, &id, &line); err != nil {
-			return fmt.Errorf("posture: scan boot line: %w", err)
-		}
+	for _, l := range lines {
+		file, off := l.File, l.Offset
 		next, prev := -1, -1
 		var nextOff, prevOff uint64
 		for k := range boots {
@@ -383,11 +362,8 @@ func readBootLines(ctx context.Context, db DB, boots []*BootPosture) error {
 			k = prev
 		}
 		if k >= 0 {
-			perBoot[k] = append(perBoot[k], bootLine{id, line})
+			perBoot[k] = append(perBoot[k], bootLine{l.LineID, l.Line})
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("posture: read version and environment lines: %w", err)
 	}
 	for k, p := range boots {
 		applyBootLines(p, perBoot[k])
@@ -436,23 +412,15 @@ type readCheck struct {
 }
 
 func loadReadChecks(ctx context.Context, db DB) (map[string]readCheck, error) {
-	rows, err := db.Query(ctx, readCheckSQL)
+	rows, err := db.ReadCheckFirings(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("posture: read checks: %w", err)
 	}
-	defer rows.Close()
 	out := map[string]readCheck{}
-	for rows.Next() {
-		var (
-			node        string
-			ns, line, n uint64
-		)
-		if err := rows.Scan(&node, &ns, &line, &n); err != nil {
-			return nil, fmt.Errorf("posture: scan read check: %w", err)
-		}
-		out[node] = readCheck{at: time.Unix(0, int64(ns)).UTC(), line: line, n: n}
+	for _, r := range rows {
+		out[r.Node] = readCheck{at: time.Unix(0, int64(r.FirstNS)).UTC(), line: r.FirstLine, n: r.N}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func appendOnce(s []uint64, v uint64) []uint64 {

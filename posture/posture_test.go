@@ -1,4 +1,4 @@
-package posture
+package posture_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/posture"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -28,7 +29,7 @@ func fleetDB(t *testing.T) *chstore.Store {
 }
 
 func TestLoadFleetPosture(t *testing.T) {
-	f, err := Load(context.Background(), fleetDB(t))
+	f, err := posture.Load(context.Background(), fleetDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +39,14 @@ func TestLoadFleetPosture(t *testing.T) {
 		}
 		t.Fatalf("boots = %d, want 5 (prefill-0 twice, decode-0, decode-1, unified-0)", len(f.Boots))
 	}
-	get := func(node string, i int) *BootPosture {
+	get := func(node string, i int) *posture.BootPosture {
 		bs := f.Node(node)
 		if i >= len(bs) {
 			t.Fatalf("%s has %d boots, want boot %d", node, len(bs), i)
 		}
 		return bs[i]
 	}
-	status := func(p *BootPosture, bug string) string {
+	status := func(p *posture.BootPosture, bug string) string {
 		for _, e := range p.Bugs {
 			if e.BugID == bug {
 				if len(e.Sources) == 0 || !strings.HasPrefix(e.Sources[0].URL, "https://github.com/sgl-project/sglang/") {
@@ -59,26 +60,26 @@ func TestLoadFleetPosture(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		p    *BootPosture
+		p    *posture.BootPosture
 		want map[string]string // field -> value
 		bugs map[string]string // bug -> status
 	}{
 		{"prefill first boot: 0.5.22, pool above context", get("prefill-0", 0),
 			map[string]string{"mode": "prefill", "version": "0.5.22", "page": "64", "pool": "1310720", "ctx": "1048576",
 				"maxreq": "1048570", "below": "no", "deferred": "off", "backend": "mooncake"},
-			map[string]string{"sglang-30233": ConditionOff, "sglang-33507": Exposed, "sglang-24527": NotApplicable}},
+			map[string]string{"sglang-30233": posture.ConditionOff, "sglang-33507": posture.Exposed, "sglang-24527": posture.NotApplicable}},
 		{"prefill second boot: 0.5.11, pool below context (#30233 numbers)", get("prefill-0", 1),
-			map[string]string{"mode": "prefill", "version": "0.5.11", "pool": "284928", "maxreq": "284922", "below": "yes", "deferred": UnknownValue},
-			map[string]string{"sglang-30233": Exposed}},
+			map[string]string{"mode": "prefill", "version": "0.5.11", "pool": "284928", "maxreq": "284922", "below": "yes", "deferred": posture.UnknownValue},
+			map[string]string{"sglang-30233": posture.Exposed}},
 		{"decode with deferred release on and the read check seen", get("decode-0", 0),
 			map[string]string{"mode": "decode", "version": "0.5.22", "deferred": "on", "readcheck": "present", "below": "no"},
-			map[string]string{"sglang-24527": Mitigated, "sglang-17259": Mitigated, "sglang-30233": NotApplicable}},
+			map[string]string{"sglang-24527": posture.Mitigated, "sglang-17259": posture.Mitigated, "sglang-30233": posture.NotApplicable}},
 		{"decode with nothing but server_args and limits", get("decode-1", 0),
-			map[string]string{"mode": "decode", "version": UnknownValue, "deferred": UnknownValue, "readcheck": UnknownValue},
-			map[string]string{"sglang-24527": Unknown, "sglang-17259": Unknown}},
+			map[string]string{"mode": "decode", "version": posture.UnknownValue, "deferred": posture.UnknownValue, "readcheck": posture.UnknownValue},
+			map[string]string{"sglang-24527": posture.Unknown, "sglang-17259": posture.Unknown}},
 		{"unified engine", get("unified-0", 0),
-			map[string]string{"mode": "none", "page": UnknownValue, "below": "no", "version": UnknownValue},
-			map[string]string{"sglang-30233": NotApplicable, "sglang-24527": NotApplicable}},
+			map[string]string{"mode": "none", "page": posture.UnknownValue, "below": "no", "version": posture.UnknownValue},
+			map[string]string{"sglang-30233": posture.NotApplicable, "sglang-24527": posture.NotApplicable}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

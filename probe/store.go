@@ -3,27 +3,40 @@ package probe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// DB is what the store writes through (internal/chstore.Store has it).
+// DB is what the store writes through (internal/chstore.Store has it):
+// one streaming INSERT into a table.
 type DB interface {
-	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
+	OpenInsert(ctx context.Context, table string, columns []string) (TableWriter, error)
 }
 
-const insertProbes = `INSERT INTO probes (ts, ts_ns, probe_id, round_id, identity, endpoint, model, kind, stream, marker,
- target_tokens, threshold_tokens, threshold_node, prompt_tokens, completion_tokens, http_status, latency_ms,
- finish_reason, response_text, error_text, foreign_markers, foreign_probe_ids, verdict, ingested_at)`
+// TableWriter is one open INSERT (the identical type
+// internal/chstore.TableWriter names).
+type TableWriter = interface {
+	AppendColumns(cols ...any) error
+	AppendRow(vals ...any) error
+	Rows() int
+	Flush() error
+	Send() error
+	Abort() error
+}
+
+// probeColumns are the probes columns Save appends, in its order.
+var probeColumns = strings.Fields(`ts ts_ns probe_id round_id identity endpoint model kind stream marker
+	target_tokens threshold_tokens threshold_node prompt_tokens completion_tokens http_status latency_ms
+	finish_reason response_text error_text foreign_markers foreign_probe_ids verdict ingested_at`)
 
 // Save writes results to the probes table.
 func Save(ctx context.Context, db DB, rs []Result) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	b, err := db.PrepareBatch(ctx, insertProbes)
+	b, err := db.OpenInsert(ctx, "probes", probeColumns)
 	if err != nil {
 		return fmt.Errorf("probes: prepare insert: %w", err)
 	}
@@ -33,7 +46,7 @@ func Save(ctx context.Context, db DB, rs []Result) error {
 		if r.Stream {
 			stream = 1
 		}
-		if err := b.Append(r.TS, uint64(r.TS.UnixNano()), r.ID, r.RoundID, r.Identity, r.Endpoint, r.Model, r.Kind, stream,
+		if err := b.AppendRow(r.TS, uint64(r.TS.UnixNano()), r.ID, r.RoundID, r.Identity, r.Endpoint, r.Model, r.Kind, stream,
 			r.Marker, r.TargetTokens, r.Threshold, r.ThresholdNode, r.PromptTokens, r.CompletionTokens, uint16(r.Status),
 			uint32(min(r.Latency.Milliseconds(), 1<<31)), r.FinishReason, r.Text, r.Err, nonNil(r.ForeignMarkers),
 			nonNil(r.ForeignProbes), r.Verdict, now); err != nil {

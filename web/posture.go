@@ -19,7 +19,11 @@ type postureSource interface {
 
 // Posture implements postureSource.
 func (st chStore) Posture(ctx context.Context) (*posture.Fleet, error) {
-	return posture.Load(ctx, st.c)
+	db, ok := st.c.(posture.DB)
+	if !ok {
+		return nil, errors.New("posture: the store cannot read posture")
+	}
+	return posture.Load(ctx, db)
 }
 
 // FleetView is the Fleet page and /api/v1/posture: each node's latest

@@ -193,7 +193,7 @@ func (a *app) benchStore(ctx context.Context, keep bool) (*chstore.Store, func()
 	}
 	return s, func() {
 		if !keep {
-			_ = s.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+s.Database())
+			_ = s.DropDatabase(context.WithoutCancel(ctx), s.Database())
 		}
 		closeFn()
 	}, nil

@@ -22,13 +22,16 @@ import (
 	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
+// ingestFlags are the flags of `kvtrail ingest`.
+type ingestFlags struct {
+	manifest, format, node, role, tz, offset string
+	endpoints                                []string
+	year                                     int
+	asJSON, force, correlate                 bool
+}
+
 func newIngestCmd(a *app) *cobra.Command {
-	var (
-		manifest, format, node, role, tz, offset string
-		endpoints                                []string
-		year                                     int
-		asJSON, force, correlate                 bool
-	)
+	var fl ingestFlags
 	c := &cobra.Command{
 		Use:   "ingest [--manifest sources.yaml | --node N --role R [--format F] PATH...]",
 		Short: "Ingest log and metric files (files, directories, .gz, - for stdin) into ClickHouse",
@@ -42,97 +45,119 @@ stable keys) and resumable (rerun after a crash continues from the last
 committed batch). Sources come from a manifest (docs/formats.md) or from
 flags that apply to every PATH.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var sources []ingest.Source
-			switch {
-			case manifest != "" && len(args) > 0:
-				return usageError{errors.New("give either --manifest or paths, not both")}
-			case manifest != "":
-				var err error
-				if sources, err = ingest.LoadManifest(manifest); err != nil {
-					return usageError{err}
-				}
-			case len(args) == 0:
-				return usageError{errors.New("nothing to ingest: give --manifest FILE or PATH arguments (- for stdin)")}
-			default:
-				loc := time.UTC
-				if tz != "" {
-					var err error
-					if loc, err = time.LoadLocation(tz); err != nil {
-						return usageError{fmt.Errorf("--timezone: %w", err)}
-					}
-				}
-				var off time.Duration
-				if offset != "" {
-					var err error
-					if off, err = time.ParseDuration(offset); err != nil {
-						return usageError{fmt.Errorf("--clock-offset: %w", err)}
-					}
-				}
-				for _, arg := range args {
-					files, err := ingest.Expand(arg)
-					if err != nil {
-						return usageError{err}
-					}
-					for _, f := range files {
-						s := ingest.Source{Path: f, Format: ingest.NormalizeFormat(format), Node: node, Role: role,
-							Endpoints: endpoints, Location: loc, ClockOffset: off, Year: year}
-						if err := s.Validate(); err != nil {
-							return usageError{err}
-						}
-						sources = append(sources, s)
-					}
-				}
-			}
-			a.limitMemory()
-			s, closeFn, err := a.openMigrated(cmd.Context())
+			sources, err := fl.sources(args)
 			if err != nil {
 				return err
 			}
-			defer closeFn()
-			opts := ingest.Options{Force: force, Logger: a.log}
-			if !asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
-				opts.Progress = &barProgress{}
-			}
-			sum, ingestErr := ingest.New(s, opts).Ingest(cmd.Context(), sources)
-			var linked *correlation
-			if correlate {
-				var err error
-				if linked, err = correlateIngested(cmd.Context(), a, s); err != nil {
-					ingestErr = errors.Join(ingestErr, err)
-				}
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(struct {
-					ingest.Summary
-					Correlation *correlation `json:"request_facts,omitempty"`
-				}{sum, linked}); err != nil {
-					return err
-				}
-			} else {
-				printSummary(cmd.OutOrStdout(), sum)
-				if linked != nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "linked %d requests (gateway → prefill → decode) into request_facts for %s in %.1fs\n",
-						linked.Requests, linked.Window, linked.Seconds)
-				}
-			}
-			return ingestErr
+			return runIngest(cmd, a, fl, sources)
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&manifest, "manifest", "", "sources manifest (YAML, see docs/formats.md)")
-	f.StringVar(&format, "format", "auto", fmt.Sprintf("format of every PATH: auto or one of %v", parse.Formats))
-	f.StringVar(&node, "node", "", "node name of every PATH (must match how gateway logs name it)")
-	f.StringVar(&role, "role", "", "role of every PATH: prefill, decode, gateway, unified, mooncake, metrics")
-	f.StringSliceVar(&endpoints, "endpoint", nil, "addresses this node is known by (repeatable)")
-	f.StringVar(&tz, "timezone", "UTC", "time zone of zone-less timestamps")
-	f.StringVar(&offset, "clock-offset", "", "duration added to every timestamp to undo clock skew, e.g. -1.5s")
-	f.IntVar(&year, "year", 0, "year for glog short dates (default: inferred)")
-	f.BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	f.BoolVar(&force, "force", false, "re-ingest sources already recorded as complete")
-	f.BoolVar(&correlate, "correlate", true, "afterwards, link the ingested time span's requests across nodes into request_facts")
+	f.StringVar(&fl.manifest, "manifest", "", "sources manifest (YAML, see docs/formats.md)")
+	f.StringVar(&fl.format, "format", "auto", fmt.Sprintf("format of every PATH: auto or one of %v", parse.Formats))
+	f.StringVar(&fl.node, "node", "", "node name of every PATH (must match how gateway logs name it)")
+	f.StringVar(&fl.role, "role", "", "role of every PATH: prefill, decode, gateway, unified, mooncake, metrics")
+	f.StringSliceVar(&fl.endpoints, "endpoint", nil, "addresses this node is known by (repeatable)")
+	f.StringVar(&fl.tz, "timezone", "UTC", "time zone of zone-less timestamps")
+	f.StringVar(&fl.offset, "clock-offset", "", "duration added to every timestamp to undo clock skew, e.g. -1.5s")
+	f.IntVar(&fl.year, "year", 0, "year for glog short dates (default: inferred)")
+	f.BoolVar(&fl.asJSON, "json", false, "print the summary as JSON")
+	f.BoolVar(&fl.force, "force", false, "re-ingest sources already recorded as complete")
+	f.BoolVar(&fl.correlate, "correlate", true, "afterwards, link the ingested time span's requests across nodes into request_facts")
 	return c
+}
+
+// sources are what to ingest: the manifest's, or every file of args with
+// the flags' node, role and format. Bad flags are usage errors.
+func (fl ingestFlags) sources(args []string) ([]ingest.Source, error) {
+	switch {
+	case fl.manifest != "" && len(args) > 0:
+		return nil, usageError{errors.New("give either --manifest or paths, not both")}
+	case fl.manifest != "":
+		sources, err := ingest.LoadManifest(fl.manifest)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return sources, nil
+	case len(args) == 0:
+		return nil, usageError{errors.New("nothing to ingest: give --manifest FILE or PATH arguments (- for stdin)")}
+	}
+	loc := time.UTC
+	if fl.tz != "" {
+		var err error
+		if loc, err = time.LoadLocation(fl.tz); err != nil {
+			return nil, usageError{fmt.Errorf("--timezone: %w", err)}
+		}
+	}
+	var off time.Duration
+	if fl.offset != "" {
+		var err error
+		if off, err = time.ParseDuration(fl.offset); err != nil {
+			return nil, usageError{fmt.Errorf("--clock-offset: %w", err)}
+		}
+	}
+	var sources []ingest.Source
+	for _, arg := range args {
+		files, err := ingest.Expand(arg)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		for _, f := range files {
+			s := ingest.Source{Path: f, Format: ingest.NormalizeFormat(fl.format), Node: fl.node, Role: fl.role,
+				Endpoints: fl.endpoints, Location: loc, ClockOffset: off, Year: fl.year}
+			if err := s.Validate(); err != nil {
+				return nil, usageError{err}
+			}
+			sources = append(sources, s)
+		}
+	}
+	return sources, nil
+}
+
+// runIngest ingests sources into the configured database, links the
+// ingested span's requests (unless --correlate=false) and prints the
+// summary. An ingest error still prints what was done.
+func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Source) error {
+	a.limitMemory()
+	s, closeFn, err := a.openMigrated(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	opts := ingest.Options{Force: fl.force, Logger: a.log}
+	if !fl.asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
+		opts.Progress = &barProgress{}
+	}
+	sum, ingestErr := ingest.New(s, opts).Ingest(cmd.Context(), sources)
+	var linked *correlation
+	if fl.correlate {
+		var err error
+		if linked, err = correlateIngested(cmd.Context(), a, s); err != nil {
+			ingestErr = errors.Join(ingestErr, err)
+		}
+	}
+	if err := printIngest(cmd.OutOrStdout(), fl.asJSON, sum, linked); err != nil {
+		return err
+	}
+	return ingestErr
+}
+
+// printIngest prints the summary and the correlation, as JSON or text.
+func printIngest(w io.Writer, asJSON bool, sum ingest.Summary, linked *correlation) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			ingest.Summary
+			Correlation *correlation `json:"request_facts,omitempty"`
+		}{sum, linked})
+	}
+	printSummary(w, sum)
+	if linked != nil {
+		fmt.Fprintf(w, "linked %d requests (gateway → prefill → decode) into request_facts for %s in %.1fs\n",
+			linked.Requests, linked.Window, linked.Seconds)
+	}
+	return nil
 }
 
 // correlation is what the linking step after an ingest did.

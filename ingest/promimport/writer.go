@@ -3,23 +3,32 @@ package promimport
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/kvtrail/kvtrail/ingest/parse"
 )
 
 // Store is what this package needs from ClickHouse (internal/chstore.Store
-// satisfies it).
+// satisfies it): one streaming INSERT into a table.
 type Store interface {
-	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
+	OpenInsert(ctx context.Context, table string, columns []string) (TableWriter, error)
 }
 
-// insertMetrics spells out the columns: ClickHouse 18.16 learns zero columns
-// from a column-less INSERT, and an explicit list survives added columns.
-const insertMetrics = `INSERT INTO metric_samples (ts, ts_ms, node, name, series_id, label_keys, label_values, value,
- source, ingested_at)`
+// TableWriter is one open INSERT (the identical type
+// internal/chstore.TableWriter names).
+type TableWriter = interface {
+	AppendColumns(cols ...any) error
+	AppendRow(vals ...any) error
+	Rows() int
+	Flush() error
+	Send() error
+	Abort() error
+}
+
+// metricColumns are the metric_samples columns writeBatch appends, in its
+// order. Listed explicitly: a column added later gets its default.
+var metricColumns = strings.Fields(`ts ts_ms node name series_id label_keys label_values value source ingested_at`)
 
 // maxBatchRows bounds one INSERT so a large import streams in pieces rather
 // than building one huge block in memory.
@@ -49,7 +58,7 @@ func writeRows(ctx context.Context, s Store, rows []Row) error {
 }
 
 func writeBatch(ctx context.Context, s Store, rows []Row, now time.Time) error {
-	b, err := s.PrepareBatch(ctx, insertMetrics)
+	b, err := s.OpenInsert(ctx, "metric_samples", metricColumns)
 	if err != nil {
 		return fmt.Errorf("prepare insert into metric_samples: %w", err)
 	}
@@ -60,7 +69,7 @@ func writeBatch(ctx context.Context, s Store, rows []Row, now time.Time) error {
 			keys, vals = []string{}, []string{}
 		}
 		ts, ms := clampTime(m.TS)
-		if err := b.Append(ts, ms, r.Node, m.Name, m.SeriesID, keys, vals, m.Value, r.Source, now); err != nil {
+		if err := b.AppendRow(ts, ms, r.Node, m.Name, m.SeriesID, keys, vals, m.Value, r.Source, now); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("append to metric_samples: %w", err)
 		}

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
-// AnalyzeStore is what the analyze benchmark needs from ClickHouse.
+// AnalyzeStore is what the analyze benchmark needs from ClickHouse
+// (*chstore.Store, which holds the statements).
 type AnalyzeStore interface {
 	analyze.DB
-	QueryRow(ctx context.Context, sql string, args ...any) driver.Row
+	CountRequestFacts(ctx context.Context) (uint64, error)
+	BenchAnalysisScans(ctx context.Context, from, to time.Time) ([]chstore.BenchScan, error)
 }
+
+var _ AnalyzeStore = (*chstore.Store)(nil)
 
 // Timed is one measured step.
 type Timed struct {
@@ -56,30 +59,6 @@ func (r AnalyzeResult) ScanTotal() time.Duration {
 	return t
 }
 
-// baselineScans read every column the analysis reads, with the same
-// filters, streamed to the client and discarded (what `SELECT ... FORMAT
-// Null` costs plus the transfer): the floor any analysis of this data
-// pays. The decode replay reads its columns of engine_events again, so the
-// baseline reads them once, like the analysis's own load does.
-var baselineScans = []struct{ name, sql string }{
-	{"gateway_responses", `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
- ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
-FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
-	{"engine_events", `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
- completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
-FROM engine_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'`},
-	{"transfer_events", `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
- reason, peer, nic, line_id
-FROM transfer_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
-	{"page_events", `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id
-FROM page_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
-	{"raw_lines (per-minute completeness)", `SELECT node, ts, line_id FROM raw_lines WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
-	{"node_boots", `SELECT node, role, boot_ts, boot_ts_ns, boot_id, sglang_version, disaggregation_mode, page_size,
- context_len, max_total_num_tokens, max_req_input_len, kv_pool_tokens, dp_size, allow_auto_truncate,
- arg_keys, arg_values, line_ids
-FROM node_boots WHERE boot_ts <= toDateTime(?) OR boot_ts >= toDateTime(?)`},
-}
-
 // Analyze runs every analyzer once over w exactly as `kvtrail analyze`
 // does (load, save request facts, each analyzer with its findings saved,
 // the affected reconstruction), timing each phase, then times one
@@ -111,27 +90,14 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 	}
 	d := rep
 
-	from, to := uint32(d.Window.From.Unix()), uint32(d.Window.To.Unix())
-	var n uint64
-	if err := s.QueryRow(ctx, "SELECT count() FROM request_facts").Scan(&n); err == nil {
+	if n, err := s.CountRequestFacts(ctx); err == nil {
 		res.Requests = int(n)
 	}
-	for _, sc := range baselineScans {
-		t0 := time.Now()
-		rows, err := s.Query(ctx, sc.sql, from, to)
-		if err != nil {
-			return res, fmt.Errorf("scan %s: %w", sc.name, err)
-		}
-		var count uint64
-		for rows.Next() {
-			count++ // each block is decoded by the driver; the rows are discarded
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return res, fmt.Errorf("scan %s: %w", sc.name, err)
-		}
-		res.Scans = append(res.Scans, Timed{Name: sc.name, Duration: time.Since(t0), Rows: count})
+	// The baseline: every column the analysis reads, with its filters,
+	// streamed to the client and discarded.
+	scans, err := s.BenchAnalysisScans(ctx, d.Window.From, d.Window.To)
+	for _, sc := range scans {
+		res.Scans = append(res.Scans, Timed{Name: sc.Name, Duration: sc.Duration, Rows: sc.Rows})
 	}
-	return res, nil
+	return res, err
 }

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"gopkg.in/yaml.v3"
 
 	"github.com/kvtrail/kvtrail/internal/apitoken"
@@ -27,8 +26,12 @@ import (
 // DetectStore is what bench detect reads findings through: a connection to
 // the ClickHouse server the started kvtrail serve writes to.
 type DetectStore interface {
-	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
-	Exec(ctx context.Context, sql string, args ...any) error
+	DropDatabase(ctx context.Context, db string) error
+}
+
+// findingCounter counts a run's HIGH findings (a store of its database).
+type findingCounter interface {
+	HighFindingsSince(ctx context.Context, since time.Time) (map[string]int, error)
 }
 
 // DetectOptions configures `kvtrail bench detect`.
@@ -112,7 +115,7 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	defer func() { _ = st.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db) }()
+	defer func() { _ = st.DropDatabase(context.WithoutCancel(ctx), db) }()
 	servePort, err := freePort()
 	if err != nil {
 		return res, err
@@ -235,23 +238,8 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 
 // highFindings counts HIGH findings per analyzer about requests at or
 // after since.
-func highFindings(ctx context.Context, st DetectStore, since time.Time) (map[string]int, error) {
-	rows, err := st.Query(ctx, "SELECT analyzer, count() AS n FROM findings WHERE severity = 'HIGH' AND ts >= toDateTime(?) GROUP BY analyzer",
-		uint32(since.Add(-time.Second).Unix()))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var a string
-		var n uint64
-		if err := rows.Scan(&a, &n); err != nil {
-			return nil, err
-		}
-		out[a] = int(n)
-	}
-	return out, rows.Err()
+func highFindings(ctx context.Context, st findingCounter, since time.Time) (map[string]int, error) {
+	return st.HighFindingsSince(ctx, since.Add(-time.Second))
 }
 
 func liveState(url string) (time.Time, int, error) {

@@ -81,7 +81,8 @@ type IncidentOptions struct {
 // DiskStore is what the incident benchmark needs beyond analysis.
 type DiskStore interface {
 	AnalyzeStore
-	Database() string
+	ingest.Store
+	DiskBytes(ctx context.Context) (uint64, error)
 }
 
 // Incident simulates an incident to disk, ingests it, analyzes it and
@@ -162,8 +163,8 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	res.Received = agree(listed[domain.Received], truth.ReceivedForeignData)
 	res.Exposed = agree(listed[domain.Exposed], truth.PossiblyExposed)
 	res.ReceivedTruth, res.ExposedTruth = len(truth.ReceivedForeignData), len(truth.PossiblyExposed)
-	row := s.QueryRow(ctx, "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = ? AND active", s.Database())
-	if err := row.Scan(&res.DiskBytes); err != nil {
+	var err error
+	if res.DiskBytes, err = s.DiskBytes(ctx); err != nil {
 		return res, fmt.Errorf("disk bytes: %w", err)
 	}
 	return res, nil

@@ -6,28 +6,32 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
-// Store is what the ingest benchmark needs from ClickHouse.
+// Store is what the ingest benchmark needs from ClickHouse
+// (*chstore.Store, which holds the statements).
 type Store interface {
 	ingest.Store
-	Database() string
-	// DDLContext carries the settings CREATE TABLE needs on the server
-	// (LowCardinality columns on 18.16).
-	DDLContext(ctx context.Context) context.Context
+	BenchCreateBaseline(ctx context.Context) error
+	BenchLoadBaseline(ctx context.Context, addr string, tsv io.Reader) error
+	BenchBaselineRows(ctx context.Context) (uint64, error)
+	BenchDropBaseline(ctx context.Context) error
+	BenchResetIngest(ctx context.Context) error
+	BenchServerFloor(ctx context.Context) (time.Duration, error)
 }
+
+var _ Store = (*chstore.Store)(nil)
 
 // IngestResult is one run of the ingest benchmark.
 type IngestResult struct {
@@ -102,31 +106,19 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 	}
 	defer tsv.Close()
 
-	if err := s.Exec(ctx, "DROP TABLE IF EXISTS bench_baseline"); err != nil {
+	if err := s.BenchCreateBaseline(ctx); err != nil {
 		return res, err
 	}
-	if err := s.Exec(ctx, "CREATE TABLE bench_baseline (line String) ENGINE = MergeTree ORDER BY tuple()"); err != nil {
-		return res, fmt.Errorf("create baseline table: %w", err)
-	}
-	host, port, ok := strings.Cut(addr, ":")
-	if !ok {
-		return res, fmt.Errorf("clickhouse address %q is not host:port", addr)
-	}
-	cmd := exec.CommandContext(ctx, "clickhouse-client", "--host", host, "--port", port,
-		"--query", "INSERT INTO "+s.Database()+".bench_baseline (line) FORMAT TabSeparated")
-	cmd.Stdin = tsv
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
 	start = time.Now()
-	if err := cmd.Run(); err != nil {
-		return res, fmt.Errorf("clickhouse-client baseline load: %w: %s", err, strings.TrimSpace(stderr.String()))
+	if err := s.BenchLoadBaseline(ctx, addr, tsv); err != nil {
+		return res, err
 	}
 	res.Baseline = time.Since(start)
-	if err := s.QueryRow(ctx, "SELECT count() FROM bench_baseline").Scan(&res.BaselineRows); err != nil {
+	if res.BaselineRows, err = s.BenchBaselineRows(ctx); err != nil {
 		return res, err
 	}
-	_ = s.Exec(ctx, "DROP TABLE IF EXISTS bench_baseline")
-	if res.ServerFloor, err = serverFloor(ctx, s); err != nil {
+	_ = s.BenchDropBaseline(ctx)
+	if res.ServerFloor, err = s.BenchServerFloor(ctx); err != nil {
 		return res, fmt.Errorf("server floor: %w", err)
 	}
 	return res, nil
@@ -134,57 +126,7 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 
 // Reset empties every table an ingest writes, so another run starts from
 // the same state as the first.
-func Reset(ctx context.Context, s Store) error {
-	for _, t := range append(floorTables, "nodes", "ingest_sources", "file_checkpoints", "ingest_steps") {
-		if err := s.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
-			return fmt.Errorf("reset %s: %w", t, err)
-		}
-	}
-	return nil
-}
-
-// floorTables are the tables an ingest writes rows to.
-var floorTables = []string{"raw_lines", "id_index", "node_boots", "engine_events", "batch_stats",
-	"transfer_events", "gateway_responses", "metric_samples", "page_events"}
-
-// serverFloor measures the server's own cost of storing what kvtrail
-// wrote: for each table, INSERT INTO a copy SELECT * FROM it, minus a
-// SELECT * of it read to nowhere (FORMAT Null). What remains is what the
-// server spends sorting, compressing and writing the rows, with no client
-// in the loop: a lower bound on any ingest of these rows into this schema.
-func serverFloor(ctx context.Context, s Store) (time.Duration, error) {
-	var total time.Duration
-	for _, t := range floorTables {
-		var n uint64
-		if err := s.QueryRow(ctx, "SELECT count() FROM "+t).Scan(&n); err != nil {
-			return 0, err
-		}
-		if n == 0 {
-			continue
-		}
-		cp := "bench_floor_" + t
-		if err := s.Exec(ctx, "DROP TABLE IF EXISTS "+cp); err != nil {
-			return 0, err
-		}
-		if err := s.Exec(s.DDLContext(ctx), "CREATE TABLE "+cp+" AS "+t); err != nil {
-			return 0, err
-		}
-		start := time.Now()
-		if err := s.Exec(ctx, "SELECT * FROM "+t+" FORMAT Null"); err != nil {
-			return 0, err
-		}
-		read := time.Since(start)
-		start = time.Now()
-		if err := s.Exec(ctx, "INSERT INTO "+cp+" SELECT * FROM "+t); err != nil {
-			return 0, err
-		}
-		total += max(time.Since(start)-read, 0)
-		if err := s.Exec(ctx, "DROP TABLE "+cp); err != nil {
-			return 0, err
-		}
-	}
-	return total, nil
-}
+func Reset(ctx context.Context, s Store) error { return s.BenchResetIngest(ctx) }
 
 // writeBaselineInput writes every physical line of the sources as a
 // TabSeparated row (escaped, so tabs and backslashes in logs survive) and

@@ -257,12 +257,8 @@ func Push(ctx context.Context, cfg PushConfig) (*PushResult, error) {
 	res.Pushes, res.Retries, res.Acked = pushes.Load(), retries.Load(), acked.Load()
 	res.MaxLagSeconds = float64(maxLag.Load()) / 1000
 	res.Quarantined = sink.Stats().Quarantined
-	if err := store.QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT line_id FROM raw_lines WHERE node LIKE 'bench-push-%')").Scan(&res.Stored); err != nil {
-		return nil, fmt.Errorf("count stored lines: %w", err)
-	}
-	q := "SELECT sum(l) FROM (SELECT argMax(lines, version) AS l FROM ingest_sources WHERE node LIKE 'bench-push-%' GROUP BY source_id)"
-	if err := store.QueryRow(ctx, q).Scan(&res.Counted); err != nil {
-		return nil, fmt.Errorf("count ingest_sources lines: %w", err)
+	if res.Stored, res.Counted, err = store.BenchPushCounts(ctx, "bench-push-"); err != nil {
+		return nil, err
 	}
 	res.PeakRSSBytes = PeakRSS()
 	stopDrain()

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 	"github.com/kvtrail/kvtrail/web"
 )
@@ -54,6 +55,20 @@ func P(d []time.Duration, q float64) time.Duration {
 	return s[min(i, len(s)-1)]
 }
 
+// UIStore is what the UI benchmark serves the UI from and samples and
+// measures its baseline with (*chstore.Store, which holds the statements).
+type UIStore interface {
+	web.Conn
+	BenchUICounts(ctx context.Context) (requests, lines uint64, err error)
+	BenchSampleRequests(ctx context.Context, n int) ([]chstore.BenchRequest, error)
+	BenchAnyTenant(ctx context.Context) string
+	DropQueryCaches(ctx context.Context) error
+	BenchKeyRead(ctx context.Context, requestID string) error
+	BenchLineScan(ctx context.Context, lineID uint64) error
+}
+
+var _ UIStore = (*chstore.Store)(nil)
+
 // UIResult is one run of the UI benchmark.
 type UIResult struct {
 	Requests uint64
@@ -70,7 +85,7 @@ type UIResult struct {
 // opens: the request page, a finding's detail, an evidence line, and the
 // overview, findings list and tenant search. Each sampled URL is opened
 // once cold and then Warm times.
-func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
+func UI(ctx context.Context, conn UIStore, o UIOptions) (UIResult, error) {
 	var res UIResult
 	if o.Samples <= 0 {
 		o.Samples = 20
@@ -117,11 +132,8 @@ func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
 		}
 		return d, body, nil
 	}
-	if err := conn.QueryRow(ctx, "SELECT count() FROM gateway_responses").Scan(&res.Requests); err != nil {
-		return res, fmt.Errorf("count requests: %w", err)
-	}
-	if err := conn.QueryRow(ctx, "SELECT count() FROM raw_lines").Scan(&res.Lines); err != nil {
-		return res, fmt.Errorf("count lines: %w", err)
+	if res.Requests, res.Lines, err = conn.BenchUICounts(ctx); err != nil {
+		return res, err
 	}
 
 	// Samples: requests named by findings (the ones a responder opens)
@@ -167,21 +179,14 @@ func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
 			rawIDs = append(rawIDs, f.RequestID)
 		}
 	}
-	rows, err := conn.Query(ctx, `SELECT request_id, tenant FROM gateway_responses WHERE request_id != ''
-ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
+	sample, err := conn.BenchSampleRequests(ctx, o.Samples-len(reqIDs))
 	if err != nil {
-		return res, fmt.Errorf("sample requests: %w", err)
+		return res, err
 	}
-	for rows.Next() {
-		var id, tenant string
-		if err := rows.Scan(&id, &tenant); err != nil {
-			rows.Close()
-			return res, err
-		}
-		reqIDs = append(reqIDs, url.PathEscape(id)+"?tenant="+url.QueryEscape(tenant))
-		rawIDs = append(rawIDs, id)
+	for _, r := range sample {
+		reqIDs = append(reqIDs, url.PathEscape(r.ID)+"?tenant="+url.QueryEscape(r.Tenant))
+		rawIDs = append(rawIDs, r.ID)
 	}
-	rows.Close()
 	var lineURLs []string
 	for _, id := range findingIDs {
 		if len(lineURLs) >= o.Samples {
@@ -205,8 +210,7 @@ ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 			break
 		}
 	}
-	var tenant string
-	_ = conn.QueryRow(ctx, "SELECT tenant FROM gateway_responses ORDER BY cityHash64(request_id) LIMIT 1").Scan(&tenant)
+	tenant := conn.BenchAnyTenant(ctx)
 
 	types := []struct {
 		page string
@@ -223,10 +227,8 @@ ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 		pt := PageTiming{Page: t.page, URLs: len(t.urls)}
 		for _, u := range t.urls {
 			if o.DropCaches {
-				for _, c := range []string{"SYSTEM DROP MARK CACHE", "SYSTEM DROP UNCOMPRESSED CACHE"} {
-					if err := conn.Exec(ctx, c); err != nil {
-						return res, fmt.Errorf("%s: %w", c, err)
-					}
+				if err := conn.DropQueryCaches(ctx); err != nil {
+					return res, err
 				}
 			}
 			d, _, err := get(u)
@@ -249,14 +251,13 @@ ORDER BY cityHash64(request_id) LIMIT ?`, o.Samples-len(reqIDs))
 	var keys, scans []time.Duration
 	for i, id := range rawIDs {
 		start := time.Now()
-		var n uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM id_index WHERE id = ? AND id_kind = 'request_id'", id).Scan(&n); err != nil {
+		if err := conn.BenchKeyRead(ctx, id); err != nil {
 			return res, fmt.Errorf("key read: %w", err)
 		}
 		keys = append(keys, time.Since(start))
 		if i < 5 {
 			start = time.Now()
-			if err := conn.QueryRow(ctx, "SELECT count() FROM raw_lines WHERE line_id = ?", uint64(i+1)).Scan(&n); err != nil {
+			if err := conn.BenchLineScan(ctx, uint64(i+1)); err != nil {
 				return res, fmt.Errorf("line scan: %w", err)
 			}
 			scans = append(scans, time.Since(start))

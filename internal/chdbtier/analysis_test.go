@@ -16,6 +16,8 @@ import (
 
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/chdbstore"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
 )
@@ -87,7 +89,13 @@ func analysisEqualsLegacy(t *testing.T, sim simulate.Config, cfg analyze.Config,
 
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	results := map[string]*outcome{}
-	for name, db := range map[string]tierDB{"18.16": legacy, "26.7": modern} {
+	// The modern engine runs chstore's ingest and posture statements too.
+	modernDB := struct {
+		*chdbstore.Store
+		chstore.IngestStatements
+		chstore.PostureStatements
+	}{modern, chstore.IngestOver(modern), chstore.PostureOver(modern)}
+	for name, db := range map[string]tierDB{"18.16": legacy, "26.7": modernDB} {
 		start := time.Now()
 		if _, err := ingest.New(db, ingest.Options{}).Ingest(ctx, srcs); err != nil {
 			t.Fatalf("%s: ingest: %v", name, err)

@@ -1,0 +1,155 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/kvtrail/kvtrail/posture"
+)
+
+// The reads behind posture.Load (posture.DB): boots, the lines near them
+// and the decode metadata read check.
+
+// PostureConn is the part of a connection posture's reads run on: *Store,
+// or another engine speaking the driver's types (internal/chdbstore).
+type PostureConn interface {
+	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
+}
+
+// PostureStatements runs posture's reads (posture.DB) on a connection.
+// *Store has the same methods, run on itself.
+type PostureStatements struct{ c PostureConn }
+
+// PostureOver returns posture's reads over c.
+func PostureOver(c PostureConn) PostureStatements { return PostureStatements{c: c} }
+
+var (
+	_ posture.DB = PostureStatements{}
+	_ posture.DB = (*Store)(nil)
+)
+
+func (s *Store) posture() PostureStatements { return PostureStatements{c: s} }
+
+// NodeBoots: see PostureStatements.NodeBoots.
+func (s *Store) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
+	return s.posture().NodeBoots(ctx)
+}
+
+// LinePlaces: see PostureStatements.LinePlaces.
+func (s *Store) LinePlaces(ctx context.Context, node string, ids []uint64) ([]posture.BootLine, error) {
+	return s.posture().LinePlaces(ctx, node, ids)
+}
+
+// VersionLines: see PostureStatements.VersionLines.
+func (s *Store) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
+	return s.posture().VersionLines(ctx, node, from, to)
+}
+
+// ReadCheckFirings: see PostureStatements.ReadCheckFirings.
+func (s *Store) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
+	return s.posture().ReadCheckFirings(ctx)
+}
+
+const postureBootsSQL = `SELECT node, role, boot_ts_ns, boot_id, disaggregation_mode, transfer_backend, page_size,
+ context_len, max_total_num_tokens, max_req_input_len, arg_keys, arg_values, line_ids
+FROM node_boots FINAL
+ORDER BY node, boot_ts_ns`
+
+// NodeBoots are every engine boot, by node then boot time.
+func (s PostureStatements) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
+	rows, err := s.c.Query(ctx, postureBootsSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []posture.BootRow
+	for rows.Next() {
+		var r posture.BootRow
+		if err := rows.Scan(&r.Node, &r.Role, &r.BootNS, &r.BootID, &r.Mode, &r.Backend, &r.PageSize, &r.ContextLen,
+			&r.Pool, &r.MaxReqInputLen, &r.ArgKeys, &r.ArgValues, &r.LineIDs); err != nil {
+			return nil, fmt.Errorf("scan node boot: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Where each boot's startup lines are, to place the lines below.
+const postureLinePlacesSQL = `SELECT line_id, file_digest, byte_offset FROM raw_lines
+WHERE node = ? AND has(?, line_id)`
+
+// LinePlaces returns the file and offset of node's lines ids.
+func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []uint64) ([]posture.BootLine, error) {
+	rows, err := s.c.Query(ctx, postureLinePlacesSQL, node, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []posture.BootLine
+	for rows.Next() {
+		var l posture.BootLine
+		if err := rows.Scan(&l.LineID, &l.File, &l.Offset); err != nil {
+			return nil, fmt.Errorf("scan boot line: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// Lines of a node that may carry a version or an environment dump
+// (prefiltered here, matched exactly by posture). Such lines usually have
+// no timestamp of their own: ingest gives them the time of the record
+// before them, or 0 at the top of a file, hence the ts = 0 branch.
+const postureVersionLinesSQL = `SELECT file_digest, byte_offset, line_id, line FROM raw_lines
+WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
+ AND (like(lower(line), '%sglang==%') OR like(lower(line), '%sglang:%') OR like(lower(line), '%sglang version%')
+      OR like(line, '%SGLANG_%'))
+ORDER BY file_digest, byte_offset
+LIMIT 20000`
+
+// VersionLines are node's lines from..to (or at time 0) that may carry an
+// SGLang version or an environment dump, in file order.
+func (s PostureStatements) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
+	rows, err := s.c.Query(ctx, postureVersionLinesSQL, node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0)))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []posture.BootLine
+	for rows.Next() {
+		var l posture.BootLine
+		if err := rows.Scan(&l.File, &l.Offset, &l.LineID, &l.Line); err != nil {
+			return nil, fmt.Errorf("scan boot line: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// The decode metadata read check logs these events when it fires
+// (reference §c4): their presence proves the running version has it.
+const postureReadCheckSQL = `SELECT node, min(ts_ns) AS first_ns, min(line_id) AS first_line, count() AS n FROM transfer_events
+WHERE event IN ('context_corruption', 'metadata_not_ready')
+GROUP BY node`
+
+// ReadCheckFirings are, per node, the first firing of the read check and
+// how often it fired.
+func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
+	rows, err := s.c.Query(ctx, postureReadCheckSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []posture.ReadCheckFiring
+	for rows.Next() {
+		var r posture.ReadCheckFiring
+		if err := rows.Scan(&r.Node, &r.FirstNS, &r.FirstLine, &r.N); err != nil {
+			return nil, fmt.Errorf("scan read check: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
