@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -83,7 +82,7 @@ const windowBefore = 4 * time.Hour
 // replay (likely / possible), plus what findings name (aborted rooms,
 // metadata rooms).
 func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, error) {
-	fs, err := LatestFindings(ctx, r.DB)
+	fs, err := r.DB.LatestFindings(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +92,11 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 	}
 	rec.Created = r.now()
 	rec.CaseID = r.CaseID
-	if err := saveAffected(ctx, r.DB, rec); err != nil {
+	if err := r.DB.SaveAffected(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
 		return nil, err
 	}
 	rec.UpdatedFindings = updated
-	if err := saveFindingForeign(ctx, r.DB, updated); err != nil {
+	if err := r.DB.SaveFindingForeign(ctx, updated); err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -463,10 +462,6 @@ func addWindowSources(d *Dataset, v *victim) {
 	}
 }
 
-const roomOwnersSQL = `SELECT bootstrap_room, request_id, tenant, model, ts_ns, decode_endpoint
-FROM gateway_responses
-WHERE has(?, bootstrap_room)`
-
 // roomOwners maps writer rooms to their client requests (one bulk query;
 // writers may predate the window).
 func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*source, error) {
@@ -486,20 +481,14 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 	if len(missing) == 0 {
 		return out, nil
 	}
-	rows, err := d.DB.Query(ctx, roomOwnersSQL, missing)
+	gw, err := d.DB.RoomOwners(ctx, missing)
 	if err != nil {
-		return nil, fmt.Errorf("owners of writer rooms: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var room, ns uint64
-		var id, tenant, model, ep string
-		if err := rows.Scan(&room, &id, &tenant, &model, &ns, &ep); err != nil {
-			return nil, fmt.Errorf("scan room owner: %w", err)
-		}
-		out[room] = &source{key: id, tenant: tenant, model: model, ts: time.Unix(0, int64(ns)).UTC()}
+	for _, g := range gw {
+		out[g.Room] = &source{key: g.RequestID, tenant: g.Tenant, model: g.Model, ts: g.TS}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Tier aliases domain.Tier for callers of this package.

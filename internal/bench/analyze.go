@@ -12,8 +12,10 @@ import (
 
 // AnalyzeStore is what the analyze benchmark needs from ClickHouse.
 type AnalyzeStore interface {
-	analyze.DB
+	analyze.Store
 	QueryRow(ctx context.Context, sql string, args ...any) driver.Row
+	Exec(ctx context.Context, sql string, args ...any) error
+	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
 }
 
 // Timed is one measured step.

@@ -22,7 +22,7 @@ import (
 
 // tierDB is what the comparison needs from either engine.
 type tierDB interface {
-	analyze.DB
+	analyze.Store
 	ingest.Store
 }
 
