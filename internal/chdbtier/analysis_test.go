@@ -16,14 +16,16 @@ import (
 
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
 // tierDB is what the comparison needs from either engine.
 type tierDB interface {
-	analyze.Store
+	chstore.Conn
 	ingest.Store
+	Database() string
 }
 
 // On the same fixture data, ingested by the same code, the analyzers and the
@@ -60,7 +62,7 @@ func TestAnalysisEqualsLegacy(t *testing.T) {
 			t.Fatalf("%s: ingest: %v", name, err)
 		}
 		ing := time.Since(start)
-		r := &analyze.Runner{DB: db, Cfg: analyze.DefaultConfig(), Trigger: "tier", Now: func() time.Time { return now }}
+		r := &analyze.Runner{DB: chstore.Over(db, db.Database()), Cfg: analyze.DefaultConfig(), Trigger: "tier", Now: func() time.Time { return now }}
 		rep, err := r.Run(ctx, analyze.Window{}, nil)
 		if err != nil {
 			t.Fatalf("%s: analyze: %v", name, err)
