@@ -78,4 +78,3 @@ func endpointHost(ep string) string {
 	}
 	return ep
 }
-
