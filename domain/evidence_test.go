@@ -26,7 +26,7 @@ func TestRequestViews(t *testing.T) {
 		{name: "placeholder prefill (§c1), decode served", r: Request{TS: t0, GW: gw,
 			Prefill: &Side{Recv: &EngineEvent{TS: t0.Add(-time.Second), Line: 3},
 				Fin: &EngineEvent{TS: t0.Add(time.Second), Prompt: 1, Line: 4}},
-			Decode: &Side{Fin: &EngineEvent{TS: t0.Add(3 * time.Second), Prompt: 9000, Completion: 5, Line: 5}},
+			Decode:   &Side{Fin: &EngineEvent{TS: t0.Add(3 * time.Second), Prompt: 9000, Completion: 5, Line: 5}},
 			Transfer: []*TransferEvent{{Line: 6}, {Line: 6}}},
 			links: "gateway+prefill+transfer+decode", lines: []uint64{3, 4, 5, 6, 7}, rejected: true, prompt: 9000,
 			clientOK: true, first: t0.Add(-time.Second), end: t0.Add(3 * time.Second)},
