@@ -100,7 +100,7 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 				}
 			}
 			order++
-			fd := v.finding()
+			fd := v.Finding()
 			fd.GroupKey = "abort:" + src.Key
 			fd.Subject = v.Key + "/abort/" + src.Key
 			fd.ForeignRequestKeys = []string{src.Key}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -19,7 +20,7 @@ type accuracy struct {
 	report        *Report
 }
 
-func runAll(t *testing.T, db DB, cfg Config, now time.Time) *accuracy {
+func runAll(t *testing.T, db *chstore.Store, cfg Config, now time.Time) *accuracy {
 	t.Helper()
 	r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return now }}
 	rep, err := r.Run(context.Background(), Window{}, nil)

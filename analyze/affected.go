@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -83,7 +82,7 @@ const windowBefore = 4 * time.Hour
 // replay (likely / possible), plus what findings name (aborted rooms,
 // metadata rooms).
 func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, error) {
-	fs, err := LatestFindings(ctx, r.DB)
+	fs, err := r.DB.LatestFindings(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +92,11 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 	}
 	rec.Created = r.now()
 	rec.CaseID = r.CaseID
-	if err := saveAffected(ctx, r.DB, rec); err != nil {
+	if err := r.DB.SaveAffected(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
 		return nil, err
 	}
 	rec.UpdatedFindings = updated
-	if err := saveFindingForeign(ctx, r.DB, updated); err != nil {
+	if err := r.DB.SaveFindingForeign(ctx, updated); err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -109,11 +108,57 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 }
 
 // buildReconstructionFindings also returns the victim findings whose
-// foreign tenants / request keys the reconstruction changed.
+// foreign tenants / request keys the reconstruction changed. The steps:
+// the victims and the sources their findings name; the page or replayed
+// lineage of each victim's pages and the writers it names; the node
+// window where neither exists; the fold into per-tenant rows; and the
+// foreign tenants written back into the victim findings.
 func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, []Finding, error) {
-	victims := map[string]*victim{}
-	var ids []string
-	var victimFindings []int
+	victims, ids, victimFindings := collectVictims(d, fs)
+	pr, err := d.Pages(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	placeholder, want := map[uint64]bool{}, map[uint64]bool{}
+	for _, v := range victims {
+		if v.room == 0 {
+			continue
+		}
+		if decodeNodeOf(v) != "" && pr != nil && pr.Nodes[decodeNodeOf(v)] {
+			continue // exact lineage, no replay needed
+		}
+		want[v.room] = true
+		if v.placeholer {
+			placeholder[v.room] = true
+		}
+	}
+	est, err := replayLineage(ctx, d, placeholder, nil, want)
+	if err != nil {
+		return nil, nil, err
+	}
+	lineage, knownLineage, writerRooms, fallback := victimLineage(d, victims, pr, est)
+	if err := addLineageSources(ctx, d, victims, lineage, writerRooms); err != nil {
+		return nil, nil, err
+	}
+	// No replay possible (no room, no DP rank, no decode boot): every other
+	// tenant served on the same decode node and rank in the hours before.
+	for _, v := range fallback {
+		addWindowSources(d, v)
+	}
+	list, foreignOf := foldVictims(victims, knownLineage)
+	rec := &Reconstruction{Rows: list.sorted()}
+	ids = uniqSortedStr(ids)
+	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
+	rec.ID = hex.EncodeToString(h[:12])
+	return rec, foreignFindings(fs, victimFindings, foreignOf), nil
+}
+
+// collectVictims gathers the victims of the findings that mark victims
+// (VictimSeverity), keyed by request, with the sources the findings name
+// themselves (aborted rooms, metadata slots). It returns the victims, the
+// ids of those findings and their indexes in fs.
+func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids []string, victimFindings []int) {
+	victims = map[string]*victim{}
 	for i, f := range fs {
 		minSev, ok := VictimSeverity(f.Analyzer)
 		if !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
@@ -161,38 +206,27 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 			s.better(t, 0, 0, f.Evidence)
 		}
 	}
-	pr, err := d.Pages(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	placeholder, want := map[uint64]bool{}, map[uint64]bool{}
-	for _, v := range victims {
-		if v.room == 0 {
-			continue
-		}
-		if decodeNodeOf(v) != "" && pr != nil && pr.Nodes[decodeNodeOf(v)] {
-			continue // exact lineage, no replay needed
-		}
-		want[v.room] = true
-		if v.placeholer {
-			placeholder[v.room] = true
-		}
-	}
-	est, err := replayLineage(ctx, d, placeholder, nil, want)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Writer rooms -> requests (they may predate the window).
-	type lin struct {
-		tier  domain.Tier
-		src   map[uint64]*SourcePages
-		ps    int
-		lines []uint64
-	}
-	lineage := map[uint64][]lin{}
-	knownLineage := map[uint64]bool{}
-	var writerRooms []uint64
-	var fallback []*victim
+	return victims, ids, victimFindings
+}
+
+// lineageEntry is one tier of a victim's lineage: the writer rooms of its
+// pages with their page counts, the page size and the lines that show it.
+type lineageEntry struct {
+	tier  domain.Tier
+	src   map[uint64]*SourcePages
+	ps    int
+	lines []uint64
+}
+
+// victimLineage takes each victim's lineage from the page events when its
+// decode node logged them (confirmed), else from the allocator replay
+// (likely and possible). It returns the lineage by victim room, the rooms
+// whose lineage is known, the writer rooms named, and the victims with
+// neither (fallback: the node window).
+func victimLineage(d *Dataset, victims map[string]*victim, pr *pageReplay, est map[uint64]*VictimReplay) (
+	lineage map[uint64][]lineageEntry, knownLineage map[uint64]bool, writerRooms []uint64, fallback []*victim) {
+	lineage = map[uint64][]lineageEntry{}
+	knownLineage = map[uint64]bool{}
 	for _, v := range victims {
 		if v.room == 0 {
 			fallback = append(fallback, v)
@@ -207,13 +241,13 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 				for w, n := range rd.Stale {
 					src[w] = &SourcePages{Prompt: n - rd.StaleOutput[w], Output: rd.StaleOutput[w], Lines: rd.Lines}
 				}
-				lineage[v.room] = append(lineage[v.room], lin{domain.Confirmed, src, pageSizeAt(d, node, v.ts), rd.Lines})
+				lineage[v.room] = append(lineage[v.room], lineageEntry{domain.Confirmed, src, pageSizeAt(d, node, v.ts), rd.Lines})
 			}
 		case est[v.room] != nil:
 			e := est[v.room]
 			knownLineage[v.room] = true
-			lineage[v.room] = append(lineage[v.room], lin{domain.Likely, e.Likely, e.PageSize, e.Lines},
-				lin{domain.Possible, e.Possible, e.PageSize, e.Lines})
+			lineage[v.room] = append(lineage[v.room], lineageEntry{domain.Likely, e.Likely, e.PageSize, e.Lines},
+				lineageEntry{domain.Possible, e.Possible, e.PageSize, e.Lines})
 		default:
 			fallback = append(fallback, v)
 		}
@@ -223,9 +257,17 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 			}
 		}
 	}
+	return lineage, knownLineage, writerRooms, fallback
+}
+
+// addLineageSources adds each victim's lineage writers as sources: the
+// client request that owns the writer room (it may predate the window),
+// at the lineage's tier, with a confidence scaled by the writer's share of
+// the victim's stale pages.
+func addLineageSources(ctx context.Context, d *Dataset, victims map[string]*victim, lineage map[uint64][]lineageEntry, writerRooms []uint64) error {
 	owners, err := roomOwners(ctx, d, writerRooms)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	for _, v := range victims {
 		for _, l := range lineage[v.room] {
@@ -257,64 +299,73 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 			}
 		}
 	}
-	// No replay possible (no room, no DP rank, no decode boot): every other
-	// tenant served on the same decode node and rank in the hours before.
-	for _, v := range fallback {
-		addWindowSources(d, v)
-	}
+	return nil
+}
 
-	type acc struct {
-		row   AffectedRow
-		reqs  map[string]bool
-		finds map[string]bool
-		cps   map[string]bool
+// affectedAcc accumulates one row of the notification list.
+type affectedAcc struct {
+	row   AffectedRow
+	reqs  map[string]bool
+	finds map[string]bool
+	cps   map[string]bool
+}
+
+// affectedList is the notification list being folded, by role and tenant.
+type affectedList map[string]*affectedAcc
+
+// add counts one request (and its findings, tokens and evidence) on the
+// row of tenant's role; counterpart is the other side's tenant.
+func (rows affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model, node string, ts time.Time, conf float64,
+	findings []string, counterpart string, prompt, output int64, evidence []uint64, nodes ...string) {
+	if tenant == "" {
+		return
 	}
-	rows := map[string]*acc{}
-	add := func(role domain.Role, tier domain.Tier, tenant, key, model, node string, ts time.Time, conf float64,
-		findings []string, counterpart string, prompt, output int64, evidence []uint64, nodes ...string) {
-		if tenant == "" {
-			return
-		}
-		k := string(role) + "\x00" + tenant
-		a := rows[k]
-		if a == nil {
-			a = &acc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{},
-				cps: map[string]bool{}}
-			rows[k] = a
-		}
-		if tier != "" && (a.row.Tier == "" || tier.Rank() < a.row.Tier.Rank()) {
-			a.row.Tier = tier
-		}
-		if !a.reqs[key] {
-			a.reqs[key] = true
-			a.row.RequestKeys = append(a.row.RequestKeys, key)
-		}
-		for _, f := range findings {
-			if !a.finds[f] {
-				a.finds[f] = true
-				a.row.FindingIDs = append(a.row.FindingIDs, f)
-			}
-		}
-		if counterpart != "" && counterpart != tenant && !a.cps[counterpart] {
-			a.cps[counterpart] = true
-			a.row.Counterparts = append(a.row.Counterparts, counterpart)
-		}
-		a.row.PromptTokens += prompt
-		a.row.OutputTokens += output
-		a.row.Evidence = append(a.row.Evidence, evidence...)
-		if !ts.IsZero() && (a.row.First.IsZero() || ts.Before(a.row.First)) {
-			a.row.First = ts
-		}
-		if ts.After(a.row.Last) {
-			a.row.Last = ts
-		}
-		if model != "" {
-			a.row.Models = append(a.row.Models, model)
-		}
-		a.row.Nodes = append(a.row.Nodes, node)
-		a.row.Nodes = append(a.row.Nodes, nodes...)
-		a.row.Confidence = max(a.row.Confidence, conf)
+	k := string(role) + "\x00" + tenant
+	a := rows[k]
+	if a == nil {
+		a = &affectedAcc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{},
+			cps: map[string]bool{}}
+		rows[k] = a
 	}
+	if tier != "" && (a.row.Tier == "" || tier.Rank() < a.row.Tier.Rank()) {
+		a.row.Tier = tier
+	}
+	if !a.reqs[key] {
+		a.reqs[key] = true
+		a.row.RequestKeys = append(a.row.RequestKeys, key)
+	}
+	for _, f := range findings {
+		if !a.finds[f] {
+			a.finds[f] = true
+			a.row.FindingIDs = append(a.row.FindingIDs, f)
+		}
+	}
+	if counterpart != "" && counterpart != tenant && !a.cps[counterpart] {
+		a.cps[counterpart] = true
+		a.row.Counterparts = append(a.row.Counterparts, counterpart)
+	}
+	a.row.PromptTokens += prompt
+	a.row.OutputTokens += output
+	a.row.Evidence = append(a.row.Evidence, evidence...)
+	if !ts.IsZero() && (a.row.First.IsZero() || ts.Before(a.row.First)) {
+		a.row.First = ts
+	}
+	if ts.After(a.row.Last) {
+		a.row.Last = ts
+	}
+	if model != "" {
+		a.row.Models = append(a.row.Models, model)
+	}
+	a.row.Nodes = append(a.row.Nodes, node)
+	a.row.Nodes = append(a.row.Nodes, nodes...)
+	a.row.Confidence = max(a.row.Confidence, conf)
+}
+
+// foldVictims turns victims and their sources into notification-list
+// rows, victim by victim in key order. It also returns, per victim key,
+// the sources that made it a receiver.
+func foldVictims(victims map[string]*victim, knownLineage map[uint64]bool) (affectedList, map[string][]*source) {
+	rows := affectedList{}
 	keys := make([]string, 0, len(victims))
 	for k := range victims {
 		keys = append(keys, k)
@@ -323,50 +374,67 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	foreignOf := map[string][]*source{}
 	for _, k := range keys {
 		v := victims[k]
-		known := (v.room != 0 && knownLineage[v.room]) || len(v.sources) > 0
-		foreign := false
-		var counterparts []string
-		skeys := make([]string, 0, len(v.sources))
-		for sk := range v.sources {
-			skeys = append(skeys, sk)
-		}
-		sort.Strings(skeys)
-		for _, sk := range skeys {
-			s := v.sources[sk]
-			if s.tenant == "" || s.tenant == v.tenant {
-				continue
-			}
-			add(RoleExposed, s.tier, s.tenant, s.key, s.model, s.node, s.ts, s.conf, s.findings, v.tenant,
-				s.promptTok, s.outputTok, append(slices.Clone(v.evidence), s.lines...))
-			// With a replayed or exact lineage, only confirmed or likely
-			// writers make the victim's tenant a receiver; without one,
-			// the possible writers are all there is.
-			if s.tier != domain.Possible || !(v.room != 0 && knownLineage[v.room]) {
-				foreign = true
-				counterparts = append(counterparts, s.tenant)
-				foreignOf[k] = append(foreignOf[k], s)
-			}
-		}
-		conf := v.conf
-		if !known {
-			// No lineage at all: assume foreign, at lower confidence.
-			foreign, conf = true, v.conf*0.5
-		}
-		if !foreign {
-			continue
-		}
-		model := ""
-		if v.fact != nil {
-			model = v.fact.Model
-		}
-		for _, c := range uniqSortedStr(counterparts) {
-			add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, c, 0, 0, v.evidence, v.nodes...)
-		}
-		if len(counterparts) == 0 {
-			add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, "", 0, 0, v.evidence, v.nodes...)
+		if fs := rows.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(fs) > 0 {
+			foreignOf[k] = fs
 		}
 	}
-	rec := &Reconstruction{}
+	return rows, foreignOf
+}
+
+// foldVictim adds one victim: each source of another tenant is exposed,
+// and the victim's tenant received (from those counterparts) when a
+// source makes it foreign or nothing at all is known of its pages. It
+// returns the sources that made the victim a receiver.
+func (rows affectedList) foldVictim(v *victim, lineageKnown bool) (foreignSources []*source) {
+	known := lineageKnown || len(v.sources) > 0
+	foreign := false
+	var counterparts []string
+	skeys := make([]string, 0, len(v.sources))
+	for sk := range v.sources {
+		skeys = append(skeys, sk)
+	}
+	sort.Strings(skeys)
+	for _, sk := range skeys {
+		s := v.sources[sk]
+		if s.tenant == "" || s.tenant == v.tenant {
+			continue
+		}
+		rows.add(RoleExposed, s.tier, s.tenant, s.key, s.model, s.node, s.ts, s.conf, s.findings, v.tenant,
+			s.promptTok, s.outputTok, append(slices.Clone(v.evidence), s.lines...))
+		// With a replayed or exact lineage, only confirmed or likely
+		// writers make the victim's tenant a receiver; without one,
+		// the possible writers are all there is.
+		if s.tier != domain.Possible || !lineageKnown {
+			foreign = true
+			counterparts = append(counterparts, s.tenant)
+			foreignSources = append(foreignSources, s)
+		}
+	}
+	conf := v.conf
+	if !known {
+		// No lineage at all: assume foreign, at lower confidence.
+		foreign, conf = true, v.conf*0.5
+	}
+	if !foreign {
+		return foreignSources
+	}
+	model := ""
+	if v.fact != nil {
+		model = v.fact.Model
+	}
+	for _, c := range uniqSortedStr(counterparts) {
+		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, c, 0, 0, v.evidence, v.nodes...)
+	}
+	if len(counterparts) == 0 {
+		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, "", 0, 0, v.evidence, v.nodes...)
+	}
+	return foreignSources
+}
+
+// sorted finishes the rows (counts, sorted and unique lists) in list
+// order: received first, then exposed from the most certain tier down.
+func (rows affectedList) sorted() []AffectedRow {
+	var out []AffectedRow
 	for _, a := range rows {
 		a.row.Requests = len(a.row.RequestKeys)
 		a.row.Models = uniqSortedStr(a.row.Models)
@@ -376,10 +444,10 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 		sort.Strings(a.row.RequestKeys)
 		sort.Strings(a.row.FindingIDs)
 		a.row.Confidence = clamp01(a.row.Confidence)
-		rec.Rows = append(rec.Rows, a.row)
+		out = append(out, a.row)
 	}
-	sort.Slice(rec.Rows, func(i, j int) bool {
-		x, y := rec.Rows[i], rec.Rows[j]
+	sort.Slice(out, func(i, j int) bool {
+		x, y := out[i], out[j]
 		if x.Role != y.Role {
 			return x.Role.Rank() < y.Role.Rank() // received first
 		}
@@ -388,12 +456,13 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 		}
 		return x.Tenant < y.Tenant
 	})
-	ids = uniqSortedStr(ids)
-	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
-	rec.ID = hex.EncodeToString(h[:12])
+	return out
+}
 
-	// Fill the victim findings' foreign tenants and request keys (issue:
-	// they were empty for HIGH findings) from the reconstruction.
+// foreignFindings fills the victim findings' foreign tenants and request
+// keys from the reconstruction (they were empty for HIGH findings) and
+// returns those it changed.
+func foreignFindings(fs []Finding, victimFindings []int, foreignOf map[string][]*source) []Finding {
 	var updated []Finding
 	for _, i := range victimFindings {
 		f := fs[i]
@@ -409,7 +478,7 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 		f.ForeignTenants, f.ForeignRequestKeys = tn, ks
 		updated = append(updated, f)
 	}
-	return rec, updated, nil
+	return updated
 }
 
 func decodeNodeOf(v *victim) string {
@@ -463,10 +532,6 @@ func addWindowSources(d *Dataset, v *victim) {
 	}
 }
 
-const roomOwnersSQL = `SELECT bootstrap_room, request_id, tenant, model, ts_ns, decode_endpoint
-FROM gateway_responses
-WHERE has(?, bootstrap_room)`
-
 // roomOwners maps writer rooms to their client requests (one bulk query;
 // writers may predate the window).
 func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*source, error) {
@@ -486,20 +551,14 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 	if len(missing) == 0 {
 		return out, nil
 	}
-	rows, err := d.DB.Query(ctx, roomOwnersSQL, missing)
+	gw, err := d.DB.RoomOwners(ctx, missing)
 	if err != nil {
-		return nil, fmt.Errorf("owners of writer rooms: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var room, ns uint64
-		var id, tenant, model, ep string
-		if err := rows.Scan(&room, &id, &tenant, &model, &ns, &ep); err != nil {
-			return nil, fmt.Errorf("scan room owner: %w", err)
-		}
-		out[room] = &source{key: id, tenant: tenant, model: model, ts: time.Unix(0, int64(ns)).UTC()}
+	for _, g := range gw {
+		out[g.Room] = &source{key: g.RequestID, tenant: g.Tenant, model: g.Model, ts: g.TS}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Tier aliases domain.Tier for callers of this package.

@@ -17,16 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/kvtrail/kvtrail/domain"
 )
-
-// DB is what analyze needs from ClickHouse (internal/chstore.Store has it).
-type DB interface {
-	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
-	Exec(ctx context.Context, sql string, args ...any) error
-	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
-}
 
 // The domain's vocabulary, under the names analyze has always used.
 type (
@@ -54,8 +46,8 @@ const (
 )
 
 // Analyzer is one unit of analysis. Analyzers read the shared Dataset
-// (loaded in bulk once per run) and may run their own queries through
-// Dataset.DB; they must be deterministic.
+// (loaded in bulk once per run) and may read more evidence through
+// Dataset.DB (the store's typed reads, no SQL); they must be deterministic.
 type Analyzer interface {
 	Name() string
 	Version() string

@@ -10,43 +10,10 @@ import (
 )
 
 // Gap is a span during which a node logged nothing while the rest of the
-// fleet did (domain.FindSilences).
+// fleet did: the one gap rule (domain.FindSilences), which the store
+// applies for the completeness analyzer and the UI's overview alike
+// (Evidence.Silences).
 type Gap = domain.Silence
-
-// Lines are counted by distinct line_id: rows written twice (overlapping
-// ingests, a retried window) before ClickHouse merges them away must not
-// raise a node's rate and turn its idle minutes into gaps.
-const minuteCountsSQL = `SELECT node, toStartOfMinute(ts) AS bucket, min(line_id), uniqExact(line_id)
-FROM raw_lines
-WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
-GROUP BY node, bucket
-ORDER BY node, bucket`
-
-// FindGaps finds per-node silences longer than threshold inside the
-// window, while other nodes logged: the one gap rule, used by the
-// completeness analyzer and the UI's overview alike.
-func FindGaps(ctx context.Context, db DB, w Window, threshold time.Duration) ([]Gap, error) {
-	if threshold <= 0 {
-		return nil, nil
-	}
-	rows, err := db.Query(ctx, minuteCountsSQL, unix(w.From), unix(w.To))
-	if err != nil {
-		return nil, fmt.Errorf("line counts per node: %w", err)
-	}
-	defer rows.Close()
-	var counts []domain.NodeMinute
-	for rows.Next() {
-		var c domain.NodeMinute
-		if err := rows.Scan(&c.Node, &c.Minute, &c.FirstLine, &c.Lines); err != nil {
-			return nil, fmt.Errorf("scan line counts: %w", err)
-		}
-		counts = append(counts, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read line counts: %w", err)
-	}
-	return domain.FindSilences(counts, threshold), nil
-}
 
 // markCompleteness records on each finding whether the evidence of its
 // nodes was complete over its time span.

@@ -29,7 +29,7 @@ func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
 	}
 	// The one-pass facts, at a lower version than the sliced ones: FINAL
 	// shows the sliced build wherever it wrote a key.
-	if err := SaveFacts(ctx, s, d.Facts, 1); err != nil {
+	if err := s.SaveRequestFacts(ctx, d.Facts, 1); err != nil {
 		t.Fatal(err)
 	}
 	const digest = `SELECT count(), sum(cityHash64(request_key, tenant, bootstrap_room, prefill_node, prefill_rid, decode_node,

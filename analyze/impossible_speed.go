@@ -50,7 +50,7 @@ type speedPoint struct {
 func (a *ImpossibleSpeed) Analyze(_ context.Context, d *Dataset) ([]Finding, error) {
 	byNode := map[string][]speedPoint{}
 	for _, f := range d.Facts {
-		if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTms <= 0 || f.Prefill == nil {
+		if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTMs <= 0 || f.Prefill == nil {
 			continue
 		}
 		prompt := f.PromptTokens()
@@ -59,7 +59,7 @@ func (a *ImpossibleSpeed) Analyze(_ context.Context, d *Dataset) ([]Finding, err
 		}
 		h := sha256.Sum256([]byte(f.Key))
 		byNode[f.Prefill.Node] = append(byNode[f.Prefill.Node], speedPoint{f: f, u: float64(prompt - f.GW.Cached),
-			t: f.GW.TTFTms, h: binary.BigEndian.Uint64(h[:8])})
+			t: f.GW.TTFTMs, h: binary.BigEndian.Uint64(h[:8])})
 	}
 	nodes := make([]string, 0, len(byNode))
 	for n := range byNode {
@@ -86,7 +86,7 @@ func (a *ImpossibleSpeed) Analyze(_ context.Context, d *Dataset) ([]Finding, err
 				continue
 			}
 			f := p.f
-			fd := f.finding()
+			fd := f.Finding()
 			fd.Severity = Medium
 			if f.ClientSuccess() {
 				fd.Severity = High

@@ -22,7 +22,7 @@ func TestLiveRoundsAddNothingToAnalyzedData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := LatestFindings(ctx, db)
+	before, err := db.LatestFindings(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestLiveRoundsAddNothingToAnalyzedData(t *testing.T) {
 	if _, err := full.Run(ctx, Window{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	again, err := LatestFindings(ctx, db)
+	again, err := db.LatestFindings(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestLiveRoundsAddNothingToAnalyzedData(t *testing.T) {
 			t.Errorf("live round %d rebuilt the notification list", i)
 		}
 	}
-	after, err := LatestFindings(ctx, db)
+	after, err := db.LatestFindings(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (*OverThreshold) Analyze(_ context.Context, d *Dataset) ([]Finding, error) 
 		if prompt < b.Limit() || prompt > b.ContextLen || b.AutoTruncate {
 			continue
 		}
-		fd := f.finding()
+		fd := f.Finding()
 		rejected, how := f.PrefillRejected()
 		pd := !f.Unified && b.Role == "prefill"
 		switch {
@@ -60,7 +60,7 @@ func (*OverThreshold) Analyze(_ context.Context, d *Dataset) ([]Finding, error) 
 		fd.Title = fmt.Sprintf("prompt %s tokens >= %s's max_req_input_len %s", commas(prompt), p.Node, commas(b.Limit()))
 		outcome := fmt.Sprintf("client got %d", f.Status())
 		if f.GW != nil {
-			outcome += fmt.Sprintf(" with %s completion tokens and TTFT %.0f ms", commas(f.GW.Completion), f.GW.TTFTms)
+			outcome += fmt.Sprintf(" with %s completion tokens and TTFT %.0f ms", commas(f.GW.Completion), f.GW.TTFTMs)
 		}
 		pre := ""
 		if rejected {

@@ -2,8 +2,9 @@ package analyze
 
 import (
 	"context"
-	"fmt"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // PageRead is a decode read of pages whose last write (on the same node and
@@ -34,13 +35,6 @@ type pageReplay struct {
 	// Reads that touched foreign or never-written pages, by reading room.
 	Reads map[uint64]*PageRead
 }
-
-const pageNodesSQL = `SELECT node, count() FROM page_events GROUP BY node`
-
-const pageEventsSQL = `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id
-FROM page_events
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
-ORDER BY node, dp_rank, ts_ns, line_id`
 
 // Pages replays the page-level events once per dataset (nil when the
 // deployment did not log them).
@@ -75,31 +69,17 @@ func (d *Dataset) replayStart() time.Time {
 }
 
 func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
-	rows, err := d.DB.Query(ctx, pageNodesSQL)
+	nodes, err := d.DB.PageEventNodes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("page event nodes: %w", err)
+		return nil, err
 	}
 	pr := &pageReplay{Nodes: map[string]bool{}, Reads: map[uint64]*PageRead{}}
-	for rows.Next() {
-		var n string
-		var c uint64
-		if err := rows.Scan(&n, &c); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("scan page event nodes: %w", err)
-		}
-		if c > 0 {
-			pr.Nodes[n] = true
-		}
+	for _, n := range nodes {
+		pr.Nodes[n] = true
 	}
-	rows.Close()
 	if len(pr.Nodes) == 0 {
 		return nil, nil
 	}
-	rows, err = d.DB.Query(ctx, pageEventsSQL, unix(d.replayStart()), unix(d.Window.To.Add(d.Cfg.LinkMargin)))
-	if err != nil {
-		return nil, fmt.Errorf("load page events: %w", err)
-	}
-	defer rows.Close()
 	var (
 		curNode            string
 		curRank            int16 = -1
@@ -109,21 +89,13 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 		wrote              = map[uint64]bool{}
 		prevLine           uint64
 	)
-	for rows.Next() {
-		var (
-			node, event, rid string
-			rank             int16
-			ns, room, line   uint64
-			pages            []uint32
-		)
-		if err := rows.Scan(&node, &rank, &ns, &event, &rid, &room, &pages, &line); err != nil {
-			return nil, fmt.Errorf("scan page event: %w", err)
-		}
+	// Events arrive lane by lane (node, DP rank), in time order.
+	err = d.DB.ScanPageEvents(ctx, d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin), func(e *domain.PageEvent) error {
+		node, rank, event, rid, room, line, pages, ts := e.Node, e.DPRank, e.Event, e.RID, e.Room, e.Line, e.Pages, e.TS
 		if line == prevLine {
-			continue // a re-ingested duplicate not merged yet
+			return nil // a re-ingested duplicate not merged yet
 		}
 		prevLine = line
-		ts := time.Unix(0, int64(ns)).UTC()
 		boot := d.Boots.At(node, ts)
 		if node != curNode || rank != curRank || boot != curBoot {
 			curNode, curRank, curBoot = node, rank, boot
@@ -136,13 +108,13 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 			}
 		}
 		switch event {
-		case "write":
+		case domain.PageWrite:
 			out := wrote[room]
 			wrote[room] = true
 			for _, p := range pages {
 				writer[p], writerLine[p], writerOut[p] = room, line, out
 			}
-		case "read":
+		case domain.PageRead:
 			var r *PageRead
 			for _, p := range pages {
 				w := writer[p]
@@ -169,9 +141,10 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 				pr.Reads[room] = r
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read page events: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return pr, nil
 }

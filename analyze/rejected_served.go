@@ -46,7 +46,7 @@ func (*RejectedServed) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 		if !f.ClientSuccess() && !decodeOK {
 			continue
 		}
-		fd := f.finding()
+		fd := f.Finding()
 		fd.Severity, fd.Confidence = High, 0.9
 		if f.Prefill.Rejected != nil {
 			fd.Confidence = 0.97
@@ -58,7 +58,7 @@ func (*RejectedServed) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 		}
 		client := "no gateway line"
 		if f.GW != nil {
-			client = fmt.Sprintf("client got %d with %s completion tokens (TTFT %.0f ms)", f.GW.Status, commas(f.GW.Completion), f.GW.TTFTms)
+			client = fmt.Sprintf("client got %d with %s completion tokens (TTFT %.0f ms)", f.GW.Status, commas(f.GW.Completion), f.GW.TTFTMs)
 		}
 		fd.Title = fmt.Sprintf("prefill %s rejected the request but it was served", f.Prefill.Node)
 		fd.Explanation = fmt.Sprintf("prefill %s: %s (prefill prompt_tokens %s, client prompt %s); %s; %s.",

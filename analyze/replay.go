@@ -3,7 +3,6 @@ package analyze
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math/bits"
 	"slices"
 	"sort"
@@ -88,11 +87,6 @@ type VictimReplay struct {
 	Held map[uint64]bool
 }
 
-const decodeEventsSQL = `SELECT node, event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id
-FROM engine_events
-WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished')
-ORDER BY node, ts_ns, line_id`
-
 // needSort says whether a boot's allocator sorts released pages (see the
 // package comment above and docs/analyzers.md for the versions).
 func needSort(b *Boot) bool {
@@ -143,11 +137,6 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 	if len(want) == 0 {
 		return out, nil
 	}
-	rows, err := d.DB.Query(ctx, decodeEventsSQL, unix(d.replayStart()), unix(d.Window.To.Add(d.Cfg.LinkMargin)))
-	if err != nil {
-		return nil, fmt.Errorf("load decode events for replay: %w", err)
-	}
-	defer rows.Close()
 	var (
 		cur   string
 		reqs  map[string]*rreq
@@ -162,23 +151,19 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 		clear(seen)
 	}
 	reqs = map[string]*rreq{}
-	for rows.Next() {
-		var (
-			node, event, rid, fin string
-			room, ns, p, c, line  uint64
-		)
-		if err := rows.Scan(&node, &event, &rid, &room, &ns, &p, &c, &fin, &line); err != nil {
-			return nil, fmt.Errorf("scan decode event: %w", err)
-		}
+	// Lines arrive ordered by node, then time.
+	err := d.DB.ScanDecodeLines(ctx, d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin), func(e *EngineEvent) error {
+		node, event, rid, fin := e.Node, e.Event, e.RID, e.FinishType
+		room, p, c, line := e.Room, e.Prompt, e.Completion, e.Line
 		if node != cur {
 			flush()
 			cur = node
 		}
 		if seen[line] || room == 0 {
-			continue
+			return nil
 		}
 		seen[line] = true
-		ts := time.Unix(0, int64(ns)).UTC()
+		ts := e.TS
 		r := reqs[rid]
 		if r == nil {
 			r = &rreq{room: room, rid: rid, ownWrites: true}
@@ -202,9 +187,10 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 				r.ownWrites = false
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read decode events: %w", err)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	flush()
 	return out, nil

@@ -71,7 +71,7 @@ func Names() []string {
 // Dataset is what one run reads, loaded in bulk once and shared by the
 // analyzers (no per-request queries).
 type Dataset struct {
-	DB        DB
+	DB        Store
 	Window    Window
 	Cfg       Config
 	Boots     *Boots
@@ -129,7 +129,7 @@ func (r *Report) Errors() bool {
 // can call Run repeatedly over [from, to) windows; RunResult.New holds the
 // findings that are new since the previous runs.
 type Runner struct {
-	DB        DB
+	DB        Store
 	Cfg       Config
 	Analyzers []Analyzer
 	// Endpoints maps gateway endpoints (http://10.0.0.11:30000) to node
@@ -212,7 +212,7 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 	}
 	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wm}
 	var err error
-	if d.Boots, err = loadBoots(ctx, r.DB); err != nil {
+	if d.Boots, err = r.DB.NodeBoots(ctx); err != nil {
 		return nil, err
 	}
 	gw, err := loadGateway(ctx, r.DB, w)
@@ -226,7 +226,7 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 	if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
 		return nil, err
 	}
-	declared, err := loadNodeEndpoints(ctx, r.DB)
+	declared, err := r.DB.NodeEndpoints(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 		d.ByKey[f.Key] = f
 	}
 	if gaps {
-		if d.Gaps, err = FindGaps(ctx, r.DB, w, cfg.GapThreshold); err != nil {
+		if d.Gaps, err = r.DB.Silences(ctx, w.From, w.To, cfg.GapThreshold); err != nil {
 			return nil, err
 		}
 	}
@@ -274,7 +274,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	rep.Window = d.Window
 	rep.Phases = append(rep.Phases, Phase{"load+correlate", time.Since(t0)})
 	t0 = time.Now()
-	if err := SaveFacts(ctx, r.DB, d.Facts, uint64(r.now().UnixNano())); err != nil {
+	if err := r.DB.SaveRequestFacts(ctx, d.Facts, uint64(r.now().UnixNano())); err != nil {
 		return nil, err
 	}
 	rep.Phases = append(rep.Phases, Phase{"save request_facts", time.Since(t0)})
@@ -316,38 +316,24 @@ func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (
 	if slice < time.Second {
 		slice = time.Hour
 	}
-	step := uint32(slice / time.Second)
-	rows, err := r.DB.Query(ctx, sliceBucketsSQL, step, unix(w.From), unix(w.To), step, unix(w.From), unix(w.To))
+	slice = slice.Truncate(time.Second)
+	starts, err := r.DB.RequestSlices(ctx, w.From, w.To, slice)
 	if err != nil {
-		return 0, fmt.Errorf("correlate: find requests: %w", err)
+		return 0, fmt.Errorf("correlate: %w", err)
 	}
-	var buckets []uint32
-	for rows.Next() {
-		var b uint32
-		if err := rows.Scan(&b); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("correlate: find requests: %w", err)
-		}
-		buckets = append(buckets, b)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("correlate: find requests: %w", err)
-	}
-	slices.Sort(buckets)
 	version := uint64(r.now().UnixNano())
 	saved := 0
 	var pending []*Fact // saved together: one insert per factBatch, not per slice
 	flush := func() error {
-		if err := SaveFacts(ctx, r.DB, pending, version); err != nil {
+		if err := r.DB.SaveRequestFacts(ctx, pending, version); err != nil {
 			return fmt.Errorf("correlate: %w", err)
 		}
 		saved += len(pending)
 		pending = nil
 		return nil
 	}
-	for _, b := range buckets {
-		sw := Window{From: time.Unix(int64(b)*int64(step), 0).UTC(), To: time.Unix(int64(b+1)*int64(step), 0).UTC()}
+	for _, start := range starts {
+		sw := Window{From: start, To: start.Add(slice)}
 		if sw.From.Before(w.From) {
 			sw.From = w.From
 		}
@@ -379,13 +365,6 @@ func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (
 	}
 	return saved, flush()
 }
-
-// sliceBucketsSQL lists the slices (ts divided by the slice length) of a
-// window that hold gateway responses or engine request lines.
-const sliceBucketsSQL = `SELECT DISTINCT b FROM (
- SELECT intDiv(toUInt32(ts), ?) AS b FROM gateway_responses WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
- UNION ALL
- SELECT intDiv(toUInt32(ts), ?) AS b FROM engine_events WHERE ts >= toDateTime(?) AND ts < toDateTime(?))`
 
 // RunAnalyzer runs one analyzer on a loaded dataset without storing
 // anything (benchmarks time it; Run stores the result).
@@ -431,7 +410,7 @@ func (r *Runner) RunAnalyzer(ctx context.Context, d *Dataset, a Analyzer) RunRes
 
 // save records the run and its findings and sets res.New.
 func (r *Runner) save(ctx context.Context, res *RunResult) error {
-	known, err := knownFindingIDs(ctx, r.DB, res.Run.Analyzer, res.Run.Version)
+	known, err := r.DB.KnownFindingIDs(ctx, res.Run.Analyzer, res.Run.Version)
 	if err != nil {
 		return err
 	}
@@ -444,9 +423,9 @@ func (r *Runner) save(ctx context.Context, res *RunResult) error {
 	if r.Live {
 		store = res.New
 	}
-	if err := saveFindings(ctx, r.DB, store, r.now()); err != nil {
+	if err := r.DB.SaveFindings(ctx, store, r.now()); err != nil {
 		res.Run.Status, res.Run.Error = StatusError, err.Error()
-		return errors.Join(err, saveRun(ctx, r.DB, res.Run))
+		return errors.Join(err, r.DB.SaveRun(ctx, res.Run))
 	}
-	return saveRun(ctx, r.DB, res.Run)
+	return r.DB.SaveRun(ctx, res.Run)
 }

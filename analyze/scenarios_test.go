@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -102,7 +104,7 @@ func TestIncident2026(t *testing.T) {
 		if len(nw.Runs[0].New) != len(nw.Runs[0].Findings) || len(nw.Runs[0].Findings) == 0 {
 			t.Errorf("version 2: %d of %d findings new, want all", len(nw.Runs[0].New), len(nw.Runs[0].Findings))
 		}
-		oldFs, err := FindingsOfRuns(ctx, db, []string{old.Runs[0].Run.ID})
+		oldFs, err := db.FindingsOfRuns(ctx, []string{old.Runs[0].Run.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,14 +116,14 @@ func TestIncident2026(t *testing.T) {
 				t.Fatalf("version 2 finding %s reuses a version 1 id", f.ID)
 			}
 		}
-		runs, err := Runs(ctx, db)
+		runs, err := db.Runs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.ContainsFunc(runs, func(r Run) bool { return r.ID == old.Runs[0].Run.ID && r.Version == "1" }) {
 			t.Error("version 1 run record is gone")
 		}
-		if got := LatestRuns(runs)["over_threshold"].Version; got != "2" {
+		if got := domain.LatestRuns(runs)["over_threshold"].Version; got != "2" {
 			t.Errorf("latest over_threshold run version = %q, want 2", got)
 		}
 	})
@@ -205,7 +207,7 @@ func TestMixed(t *testing.T) {
 // checkRecall asserts every observable affected request is flagged, and
 // that flagged requests outside the truth are at most fpPerVictim per
 // affected request.
-func checkRecall(t *testing.T, db DB, tr *simulate.Truth, cfg Config, fpPerVictim int, now time.Time) {
+func checkRecall(t *testing.T, db *chstore.Store, tr *simulate.Truth, cfg Config, fpPerVictim int, now time.Time) {
 	t.Helper()
 	a := runAll(t, db, cfg, now)
 	aff, look := truthSets(tr)
@@ -268,14 +270,14 @@ func checkExposure(t *testing.T, a *accuracy, tr *simulate.Truth) {
 // ALTER UPDATE is applied in the background) and compares each HIGH
 // victim finding's foreign tenants with the truth: equal with page events,
 // counted without.
-func checkFindingForeign(t *testing.T, db DB, tr *simulate.Truth, exact bool) {
+func checkFindingForeign(t *testing.T, db *chstore.Store, tr *simulate.Truth, exact bool) {
 	t.Helper()
 	want := map[string][]string{}
 	for _, a := range tr.Affected {
 		want[a.RequestID] = a.ForeignTenants
 	}
 	waitMutations(t, db)
-	fs, err := LatestFindings(context.Background(), db)
+	fs, err := db.LatestFindings(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +302,7 @@ func checkFindingForeign(t *testing.T, db DB, tr *simulate.Truth, exact bool) {
 }
 
 // waitMutations waits until the findings table has no pending mutation.
-func waitMutations(t *testing.T, db DB) {
+func waitMutations(t *testing.T, db *chstore.Store) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -45,7 +45,7 @@ func (*TransferFailedOK) Analyze(_ context.Context, d *Dataset) ([]Finding, erro
 		if fail == nil {
 			continue
 		}
-		fd := f.finding()
+		fd := f.Finding()
 		fd.Severity, fd.Confidence = High, 0.8
 		fd.Title = fmt.Sprintf("transfer failed on %s but the client got a success", fail.Node)
 		fd.Explanation = fmt.Sprintf("%s logged %s for bootstrap_room %d at %s (%s); the client got %d with %s completion tokens.",

@@ -66,7 +66,7 @@ func (*TransferMismatch) Analyze(ctx context.Context, d *Dataset) ([]Finding, er
 		if sent == reserved || f.Decode.Fin.Prompt == 0 || f.Prefill.Fin.Prompt == 0 {
 			continue
 		}
-		fd := f.finding()
+		fd := f.Finding()
 		fd.Severity, fd.Confidence = Low, 0.7
 		if sent < reserved && f.Decode.Served() && f.ClientSuccess() {
 			fd.Severity, fd.Confidence = High, 0.9
@@ -94,7 +94,7 @@ func (*TransferMismatch) Analyze(ctx context.Context, d *Dataset) ([]Finding, er
 		if f == nil || !d.Window.Contains(f.TS) {
 			continue
 		}
-		fd := f.finding()
+		fd := f.Finding()
 		fd.DecodeNode, fd.DecodeDPRank = r.Node, r.Rank
 		fd.Evidence = append(fd.Evidence, r.Lines...)
 		stale := 0

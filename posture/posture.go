@@ -24,9 +24,9 @@ import (
 // DB is what posture reads through (internal/chstore.Store has it, and
 // holds the statements).
 type DB interface {
-	// NodeBoots are every engine boot (node_boots, deduplicated), by node
+	// PostureBoots are every engine boot (node_boots, deduplicated), by node
 	// then boot time.
-	NodeBoots(ctx context.Context) ([]BootRow, error)
+	PostureBoots(ctx context.Context) ([]BootRow, error)
 	// LinePlaces are where node's lines ids are: LineID, File and Offset
 	// set.
 	LinePlaces(ctx context.Context, node string, ids []uint64) ([]BootLine, error)
@@ -198,7 +198,7 @@ func Load(ctx context.Context, db DB) (*Fleet, error) {
 }
 
 func loadBoots(ctx context.Context, db DB) ([]*BootPosture, error) {
-	rows, err := db.NodeBoots(ctx)
+	rows, err := db.PostureBoots(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("posture: load node boots: %w", err)
 	}

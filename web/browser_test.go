@@ -159,7 +159,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cli, err := analyze.LatestFindings(context.Background(), st)
+	cli, err := st.LatestFindings(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

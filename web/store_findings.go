@@ -6,7 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
 func nonNilStrings(v []string) []string {
@@ -80,17 +81,36 @@ type findingCursor struct {
 }
 
 // currentVersions are the runs whose findings the UI shows, read through
-// analyze.CurrentFindingsFrom: the rule `kvtrail findings` and the
+// chstore.CurrentFindingsFrom: the rule `kvtrail findings` and the
 // notification list use (each analyzer's latest analysis plus what live
 // rounds found since, one copy per id), so a finding stored by several
 // runs is shown once and a live round does not hide earlier findings.
 func (s chStore) currentVersions(ctx context.Context) ([]string, error) {
-	v, err := analyze.CurrentRunIDs(ctx, s.c)
+	r, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	v, err := r.CurrentRunIDs(ctx)
 	return nonNilStrings(v), err
 }
 
+// currentReader reads the one current-findings rule and the one gap rule
+// (*chstore.Store has it).
+type currentReader interface {
+	CurrentRunIDs(ctx context.Context) ([]string, error)
+	Silences(ctx context.Context, from, to time.Time, threshold time.Duration) ([]domain.Silence, error)
+}
+
+func (s chStore) current() (currentReader, error) {
+	r, ok := s.c.(currentReader)
+	if !ok {
+		return nil, fmt.Errorf("store %T does not read current findings", s.c)
+	}
+	return r, nil
+}
+
 // currentFindings is the FROM expression of the current findings.
-const currentFindings = analyze.CurrentFindingsFrom
+const currentFindings = chstore.CurrentFindingsFrom
 
 // findingWhere narrows findings to q: the table expression to read (the
 // current findings, or with q.RunID the findings of that one run) and the

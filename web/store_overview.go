@@ -93,7 +93,7 @@ FROM ingest_sources FINAL ORDER BY node, log_format, first_ts, path LIMIT 100000
 	return out, nil
 }
 
-// Gaps follow analyze's rule (analyze.FindGaps, the completeness
+// Gaps follow analyze's rule (domain.FindSilences, the completeness
 // analyzer's), over all ingested data from gapFloor on: lines without a
 // time of their own (Prometheus text without timestamps, stored at the Unix
 // epoch) are not a node's log and once made "1970 → 2026" gaps.
@@ -126,7 +126,11 @@ func (s chStore) Gaps(ctx context.Context) ([]Gap, error) {
 	if gc.version == version && version != "" {
 		return gc.gaps, nil
 	}
-	found, err := analyze.FindGaps(ctx, s.c, analyze.Window{From: gapFloor, To: gapCeiling}, analyze.DefaultConfig().GapThreshold)
+	r, err := s.current()
+	if err != nil {
+		return nil, err
+	}
+	found, err := r.Silences(ctx, gapFloor, gapCeiling, analyze.DefaultConfig().GapThreshold)
 	if err != nil {
 		return nil, err
 	}

@@ -206,7 +206,7 @@ func analyzeAll(t *testing.T, s *chstore.Store) (findings, affected []string) {
 	if _, err := r.Run(ctx, analyze.Window{}, nil); err != nil {
 		t.Fatalf("analyze: %v", err)
 	}
-	fs, err := analyze.LatestFindings(ctx, s)
+	fs, err := s.LatestFindings(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

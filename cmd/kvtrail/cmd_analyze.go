@@ -202,7 +202,7 @@ func newFindingsCmd(a *app) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			fs, err := analyze.LatestFindings(cmd.Context(), s)
+			fs, err := s.LatestFindings(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,7 @@ import (
 // caseAnalyzer runs the analyzers for a case from the UI: the case's window,
 // with runs and the affected list recorded under the case id.
 type caseAnalyzer struct {
-	db  analyze.DB
+	db  analyze.Store
 	cfg analyze.Config
 	log *slog.Logger
 }
@@ -35,7 +35,7 @@ func (c caseAnalyzer) AnalyzeCase(ctx context.Context, cs web.Case, user string)
 
 // startAlerts runs live analysis while serving, if enabled. The returned
 // func stops it and flushes queued Loki entries.
-func (a *app) startAlerts(ctx context.Context, db analyze.DB, reg prometheus.Registerer) (func(), error) {
+func (a *app) startAlerts(ctx context.Context, db analyze.Store, reg prometheus.Registerer) (func(), error) {
 	cfg := a.cfg.Alerts
 	if !cfg.Enabled {
 		return func() {}, nil

@@ -12,7 +12,7 @@ import (
 // AnalyzeStore is what the analyze benchmark needs from ClickHouse
 // (*chstore.Store, which holds the statements).
 type AnalyzeStore interface {
-	analyze.DB
+	analyze.Store
 	CountRequestFacts(ctx context.Context) (uint64, error)
 	BenchAnalysisScans(ctx context.Context, from, to time.Time) ([]chstore.BenchScan, error)
 }

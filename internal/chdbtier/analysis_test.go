@@ -5,6 +5,7 @@ package chdbtier
 import (
 	"context"
 	"fmt"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
-	"github.com/kvtrail/kvtrail/internal/chdbstore"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
@@ -24,8 +24,7 @@ import (
 
 // tierDB is what the comparison needs from either engine.
 type tierDB interface {
-	analyze.DB
-	ingest.Store
+	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
 }
 
 // On the same fixture data, ingested by the same code, the analyzers and the
@@ -89,13 +88,12 @@ func analysisEqualsLegacy(t *testing.T, sim simulate.Config, cfg analyze.Config,
 
 	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	results := map[string]*outcome{}
-	// The modern engine runs chstore's ingest and posture statements too.
-	modernDB := struct {
-		*chdbstore.Store
-		chstore.IngestStatements
-		chstore.PostureStatements
-	}{modern, chstore.IngestOver(modern), chstore.PostureOver(modern)}
-	for name, db := range map[string]tierDB{"18.16": legacy, "26.7": modernDB} {
+	// The modern engine runs the same adapter: a chstore.Store over it.
+	modernDB, err := chstore.OpenConn(modern.Conn(), eng.Version(), chstore.Options{Database: modern.Database()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, db := range map[string]*chstore.Store{"18.16": legacy, "26.7": modernDB} {
 		start := time.Now()
 		if _, err := ingest.New(db, ingest.Options{}).Ingest(ctx, srcs); err != nil {
 			t.Fatalf("%s: ingest: %v", name, err)

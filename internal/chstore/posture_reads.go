@@ -33,9 +33,9 @@ var (
 
 func (s *Store) posture() PostureStatements { return PostureStatements{c: s} }
 
-// NodeBoots: see PostureStatements.NodeBoots.
-func (s *Store) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
-	return s.posture().NodeBoots(ctx)
+// PostureBoots: see PostureStatements.PostureBoots.
+func (s *Store) PostureBoots(ctx context.Context) ([]posture.BootRow, error) {
+	return s.posture().PostureBoots(ctx)
 }
 
 // LinePlaces: see PostureStatements.LinePlaces.
@@ -58,8 +58,8 @@ const postureBootsSQL = `SELECT node, role, boot_ts_ns, boot_id, disaggregation_
 FROM node_boots FINAL
 ORDER BY node, boot_ts_ns`
 
-// NodeBoots are every engine boot, by node then boot time.
-func (s PostureStatements) NodeBoots(ctx context.Context) ([]posture.BootRow, error) {
+// PostureBoots are every engine boot, by node then boot time.
+func (s PostureStatements) PostureBoots(ctx context.Context) ([]posture.BootRow, error) {
 	rows, err := s.c.Query(ctx, postureBootsSQL)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,71 @@
+package analyze
+
+import (
+	"context"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/posture"
+)
+
+// Evidence is what a run reads (internal/chstore.Store has it). Reads of
+// many rows stream them to a callback in the store's order, so the
+// analysis can later work through a window lane by lane rather than hold
+// it whole; a callback's error ends the read and is returned.
+type Evidence interface {
+	// AnalysisDataSpan is the span of the request-level lines and the
+	// ingest watermark, which fill an open window.
+	AnalysisDataSpan(ctx context.Context) (domain.DataSpan, error)
+	NodeBoots(ctx context.Context) (*domain.Boots, error)
+	NodeEndpoints(ctx context.Context) (map[string]string, error)
+	// ScanGatewayResponses: the responses of [w.From, w.To), each once.
+	ScanGatewayResponses(ctx context.Context, w domain.Window, fn func(*domain.GatewayResponse) error) error
+	// ScanEngineEvents and ScanTransferEvents: the lines of [from, to]
+	// (whole seconds), in time order, each once.
+	ScanEngineEvents(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error
+	ScanTransferEvents(ctx context.Context, from, to time.Time, fn func(*domain.TransferEvent) error) error
+	// ScanDecodeLines: decode Receive/Finish lines ordered by node, then
+	// time (the allocator replay's input).
+	ScanDecodeLines(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error
+	// PageEventNodes and ScanPageEvents: the nodes that log page events,
+	// and their events ordered by node, DP rank, then time.
+	PageEventNodes(ctx context.Context) ([]string, error)
+	ScanPageEvents(ctx context.Context, from, to time.Time, fn func(*domain.PageEvent) error) error
+	// RoomOwners: the gateway responses of these rooms, whatever their time.
+	RoomOwners(ctx context.Context, rooms []uint64) ([]domain.GatewayResponse, error)
+	// RequestSlices: starts of the slices of [from, to) holding requests.
+	RequestSlices(ctx context.Context, from, to time.Time, slice time.Duration) ([]time.Time, error)
+	ProbeVerdicts(ctx context.Context, from, to time.Time) ([]domain.ProbeVerdict, error)
+	ProbeMarkers(ctx context.Context, markers []string) (map[string]domain.ProbeMarker, error)
+	// Silences applies the one gap rule (domain.FindSilences) to [from, to).
+	Silences(ctx context.Context, from, to time.Time, threshold time.Duration) ([]domain.Silence, error)
+	// posture.DB is what posture.Load reads the fleet's settings through
+	// (the posture_regression analyzer).
+	posture.DB
+}
+
+// Results is what a run records and the reads that decide what it adds
+// (internal/chstore.Store has it).
+type Results interface {
+	SaveRequestFacts(ctx context.Context, facts []*domain.Request, version uint64) error
+	SaveRun(ctx context.Context, r domain.Run) error
+	SaveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error
+	KnownFindingIDs(ctx context.Context, analyzer, version string) (map[string]bool, error)
+	// LatestFindings: the current findings (domain.CurrentRunIDs' rule).
+	LatestFindings(ctx context.Context) ([]domain.Finding, error)
+	SaveAffected(ctx context.Context, id, caseID string, created time.Time, rows []domain.AffectedRow) error
+	SaveFindingForeign(ctx context.Context, fs []domain.Finding) error
+	AffectedReader
+}
+
+// AffectedReader reads the notification list back.
+type AffectedReader interface {
+	LatestReconstruction(ctx context.Context) (id string, created time.Time, err error)
+	AffectedRows(ctx context.Context, id string) (caseID string, rows []domain.AffectedRow, err error)
+}
+
+// Store is everything a Runner needs.
+type Store interface {
+	Evidence
+	Results
+}

@@ -1,0 +1,264 @@
+package domain
+
+import (
+	"sort"
+	"strings"
+	"time"
+)
+
+// A request as the analysis links it: the gateway's response, the prefill
+// and decode engines' lines (Sides) and the transfer lines between them,
+// joined by bootstrap room (request_facts holds one row per Request).
+
+// Side is one engine's view of a request (prefill or decode).
+type Side struct {
+	Node     string
+	RID      string
+	DPRank   int16 // -1 when unknown
+	Recv     *EngineEvent
+	Fin      *EngineEvent
+	Boot     *Boot
+	Rejected *EngineEvent // input-too-long / capacity rejection line (§c1, §c3)
+}
+
+// TS is when the engine first saw the request.
+func (s *Side) TS() time.Time {
+	switch {
+	case s == nil:
+		return time.Time{}
+	case s.Recv != nil:
+		return s.Recv.TS
+	case s.Fin != nil:
+		return s.Fin.TS
+	}
+	return time.Time{}
+}
+
+// End is when the engine finished the request (zero if no Finish line).
+func (s *Side) End() time.Time {
+	if s == nil || s.Fin == nil {
+		return time.Time{}
+	}
+	return s.Fin.TS
+}
+
+// Prompt is the prompt length the engine reported at Finish.
+func (s *Side) Prompt() uint64 {
+	if s == nil || s.Fin == nil {
+		return 0
+	}
+	return s.Fin.Prompt
+}
+
+// Served reports a Finish that was not an abort.
+func (s *Side) Served() bool {
+	return s != nil && s.Fin != nil && !s.Fin.Aborted()
+}
+
+func (s *Side) lines() []uint64 {
+	if s == nil {
+		return nil
+	}
+	var out []uint64
+	for _, e := range []*EngineEvent{s.Recv, s.Fin, s.Rejected} {
+		if e != nil {
+			out = append(out, e.Line)
+		}
+	}
+	return out
+}
+
+// Request is one client request linked across gateway, prefill, transfer and
+// decode. Any link may be missing; Links says which were found.
+type Request struct {
+	Key       string
+	TS        time.Time
+	GW        *GatewayResponse
+	Tenant    string
+	Model     string
+	Room      uint64
+	Prefill   *Side
+	Decode    *Side
+	Transfer  []*TransferEvent
+	Corrupt   []*TransferEvent // context corruption lines naming this room (either side)
+	Unified   bool
+	PrefillEP string
+	DecodeEP  string
+}
+
+// Links names the parts that were found, e.g. "gateway+prefill+decode".
+func (f *Request) Links() string {
+	var p []string
+	if f.GW != nil {
+		p = append(p, "gateway")
+	}
+	if f.Prefill != nil {
+		p = append(p, "prefill")
+	}
+	if len(f.Transfer) > 0 {
+		p = append(p, "transfer")
+	}
+	if f.Decode != nil {
+		p = append(p, "decode")
+	}
+	return strings.Join(p, "+")
+}
+
+// Status is the client's HTTP status (0 when no gateway line).
+func (f *Request) Status() uint16 {
+	if f.GW == nil {
+		return 0
+	}
+	return f.GW.Status
+}
+
+// ClientSuccess reports that the client was told the request succeeded:
+// the gateway's 200 with completion tokens, or (no gateway line) a normal
+// decode Finish with completion tokens.
+func (f *Request) ClientSuccess() bool {
+	if f.GW != nil {
+		return f.GW.Status == 200 && f.GW.Completion > 0
+	}
+	return f.Decode.Served() && f.Decode.Fin.Completion > 0
+}
+
+// PromptTokens is the full prompt length: the larger of what the gateway
+// and the decode engine reported (the prefill may have seen a placeholder).
+func (f *Request) PromptTokens() uint64 {
+	var p uint64
+	if f.GW != nil {
+		p = f.GW.Prompt
+	}
+	if d := f.Decode.Prompt(); d > p {
+		p = d
+	}
+	return p
+}
+
+// Completion is the completion tokens the client got (gateway, else decode).
+func (f *Request) Completion() uint64 {
+	if f.GW != nil {
+		return f.GW.Completion
+	}
+	if f.Decode != nil && f.Decode.Fin != nil {
+		return f.Decode.Fin.Completion
+	}
+	return 0
+}
+
+// RequestID is the gateway request id, or the key when unknown.
+func (f *Request) RequestID() string {
+	if f.GW != nil {
+		return f.GW.RequestID
+	}
+	return ""
+}
+
+// RIDs lists the engine rids.
+func (f *Request) RIDs() []string {
+	var out []string
+	for _, s := range []*Side{f.Prefill, f.Decode} {
+		if s != nil && s.RID != "" {
+			out = append(out, s.RID)
+		}
+	}
+	return out
+}
+
+// Lines lists the raw lines behind the fact.
+func (f *Request) Lines() []uint64 {
+	var out []uint64
+	if f.GW != nil {
+		out = append(out, f.GW.Line)
+	}
+	out = append(out, f.Prefill.lines()...)
+	out = append(out, f.Decode.lines()...)
+	for _, t := range f.Transfer {
+		out = append(out, t.Line)
+	}
+	for _, t := range f.Corrupt {
+		out = append(out, t.Line)
+	}
+	return uniqSortedU64(out)
+}
+
+// PrefillRejected reports evidence that the prefill scheduler rejected or
+// aborted the request: a rejection line, an abort finish, or a Finish with
+// a 1-token prompt while the client sent more (the §c1 placeholder).
+func (f *Request) PrefillRejected() (bool, string) {
+	p := f.Prefill
+	if p == nil {
+		return false, ""
+	}
+	if p.Rejected != nil {
+		return true, "rejection line"
+	}
+	if p.Fin != nil && p.Fin.Aborted() {
+		return true, "abort finish (" + p.Fin.FinishMsg + ")"
+	}
+	if p.Fin != nil && p.Fin.Prompt == 1 && f.PromptTokens() > 1 {
+		return true, "prefill Finish with prompt_tokens=1 (placeholder)"
+	}
+	return false, ""
+}
+
+// FirstTS is the earliest time any part of the request was seen.
+func (f *Request) FirstTS() time.Time {
+	t := f.TS
+	for _, s := range []*Side{f.Prefill, f.Decode} {
+		if x := s.TS(); !x.IsZero() && (t.IsZero() || x.Before(t)) {
+			t = x
+		}
+	}
+	return t
+}
+
+// LastTS is when the request ended: the gateway response's end or the
+// engines' Finish, whichever is later.
+func (f *Request) LastTS() time.Time {
+	t := f.TS
+	if f.GW != nil {
+		t = f.GW.TS.Add(time.Duration(f.GW.DurationMs * float64(time.Millisecond)))
+	}
+	for _, s := range []*Side{f.Prefill, f.Decode} {
+		if x := s.End(); x.After(t) {
+			t = x
+		}
+	}
+	return t
+}
+
+// Finding starts a finding about this request: its times, keys, nodes
+// and evidence lines, for an analyzer to fill in.
+func (f *Request) Finding() Finding {
+	fd := Finding{
+		TS: f.TS, FirstTS: f.FirstTS(), LastTS: f.LastTS(), RequestKey: f.Key, GatewayRequestID: f.RequestID(),
+		Tenant: f.Tenant, Room: f.Room, RIDs: f.RIDs(), Evidence: f.Lines(), DecodeDPRank: -1,
+		Details: map[string]string{"links": f.Links()},
+	}
+	if f.Prefill != nil {
+		fd.PrefillNode = f.Prefill.Node
+	}
+	if f.Decode != nil {
+		fd.DecodeNode, fd.DecodeDPRank = f.Decode.Node, f.Decode.DPRank
+	}
+	return fd
+}
+
+func uniqSortedU64(v []uint64) []uint64 {
+	out := make([]uint64, 0, len(v))
+	for _, x := range v {
+		if x != 0 {
+			out = append(out, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	n := 0
+	for i, x := range out {
+		if i == 0 || x != out[n-1] {
+			out[n] = x
+			n++
+		}
+	}
+	return out[:n]
+}

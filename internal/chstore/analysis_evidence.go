@@ -1,0 +1,474 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// The analysis' reads of the evidence: node boots, the request-level
+// lines of a time range (gateway responses, engine and transfer events),
+// the decode lines and page events the allocator and page replays walk,
+// canary probe verdicts, and the few lookups around them. Reads of many
+// rows stream them to a callback in the order the query gives, so a
+// caller can work lane by lane without holding the whole range; a
+// callback's error stops the read and is returned as is.
+
+const anDataSpanSQL = `SELECT min(ts_ns), max(ts_ns), max(ingested_at) FROM gateway_responses`
+const anEngineSpanSQL = `SELECT min(ts_ns), max(ts_ns), max(ingested_at) FROM engine_events`
+
+// AnalysisDataSpan is the span of the request-level tables (gateway
+// responses and engine lines): From the earliest line's second, To one
+// second after the latest, and the ingest watermark (latest ingested_at).
+// All zero when nothing is stored.
+func (s *Store) AnalysisDataSpan(ctx context.Context) (domain.DataSpan, error) {
+	var sp domain.DataSpan
+	var lo, hi uint64
+	for _, q := range []string{anDataSpanSQL, anEngineSpanSQL} {
+		rows, err := s.Query(ctx, q)
+		if err != nil {
+			return sp, fmt.Errorf("data span: %w", err)
+		}
+		for rows.Next() {
+			var a, b uint64
+			var wm time.Time
+			if err := rows.Scan(&a, &b, &wm); err != nil {
+				rows.Close()
+				return sp, fmt.Errorf("scan data span: %w", err)
+			}
+			if a > 0 && (lo == 0 || a < lo) {
+				lo = a
+			}
+			if b > hi {
+				hi = b
+			}
+			if wm.After(sp.Watermark) {
+				sp.Watermark = wm.UTC()
+			}
+		}
+		rows.Close()
+	}
+	if lo == 0 {
+		return sp, nil
+	}
+	sp.From = time.Unix(0, int64(lo)).UTC().Truncate(time.Second)
+	sp.To = time.Unix(0, int64(hi)).UTC().Truncate(time.Second).Add(time.Second)
+	return sp, nil
+}
+
+const anBootsSQL = `SELECT node, role, boot_ts, boot_ts_ns, boot_id, sglang_version, disaggregation_mode, page_size,
+ context_len, max_total_num_tokens, max_req_input_len, kv_pool_tokens, dp_size, allow_auto_truncate,
+ arg_keys, arg_values, line_ids
+FROM node_boots FINAL
+ORDER BY node, boot_ts_ns`
+
+// NodeBoots reads every node boot (latest version of each row), indexed by
+// node in time order.
+func (s *Store) NodeBoots(ctx context.Context) (*domain.Boots, error) {
+	rows, err := s.Query(ctx, anBootsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("load node boots: %w", err)
+	}
+	defer rows.Close()
+	var list []*domain.Boot
+	for rows.Next() {
+		var (
+			b          domain.Boot
+			ps         uint32
+			dp         uint16
+			at         uint8
+			keys, vals []string
+		)
+		if err := rows.Scan(&b.Node, &b.Role, &b.At, &b.AtNs, &b.ID, &b.Version, &b.Mode, &ps, &b.ContextLen,
+			&b.MaxTotalTokens, &b.MaxReqInputLen, &b.KVPool, &dp, &at, &keys, &vals, &b.Lines); err != nil {
+			return nil, fmt.Errorf("scan node boot: %w", err)
+		}
+		b.PageSize, b.DPSize, b.AutoTruncate = uint64(ps), uint64(dp), at == 1
+		if b.AtNs > 0 {
+			b.At = time.Unix(0, int64(b.AtNs)).UTC()
+		}
+		b.Args = make(map[string]string, len(keys))
+		for i, k := range keys {
+			if i < len(vals) {
+				b.Args[k] = vals[i]
+			}
+		}
+		b.HasLimits = b.MaxReqInputLen > 0 && b.ContextLen > 0
+		b.HasPage = b.PageSize > 0
+		if b.DPSize == 0 {
+			b.DPSize = 1
+		}
+		list = append(list, &b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read node boots: %w", err)
+	}
+	return domain.NewBoots(list), nil
+}
+
+// anEngineEventsSQL: every per-request line in the time range. http_access
+// lines carry no request id and are not needed.
+const anEngineEventsSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
+ completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
+FROM engine_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'
+ORDER BY ts_ns, line_id`
+
+// ScanEngineEvents streams the per-request engine lines of [from, to]
+// (whole seconds, both ends included) in time order, each line once.
+func (s *Store) ScanEngineEvents(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error {
+	rows, err := s.Query(ctx, anEngineEventsSQL, uint32(from.Unix()), uint32(to.Unix()))
+	if err != nil {
+		return fmt.Errorf("load engine events: %w", err)
+	}
+	defer rows.Close()
+	seen := map[uint64]bool{}
+	for rows.Next() {
+		var e domain.EngineEvent
+		var ns uint64
+		if err := rows.Scan(&ns, &e.Node, &e.Role, &e.DPRank, &e.Event, &e.RID, &e.Room, &e.BootHost, &e.Prompt,
+			&e.Completion, &e.Cached, &e.InputLen, &e.LimitTok, &e.FinishType, &e.FinishMsg, &e.Status, &e.Line); err != nil {
+			return fmt.Errorf("scan engine event: %w", err)
+		}
+		// ReplacingMergeTree may hold a re-ingested line twice until merged.
+		if seen[e.Line] {
+			continue
+		}
+		seen[e.Line] = true
+		e.TS = time.Unix(0, int64(ns)).UTC()
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read engine events: %w", err)
+	}
+	return nil
+}
+
+const anTransferEventsSQL = `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
+ reason, peer, nic, line_id
+FROM transfer_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+ORDER BY ts_ns, line_id`
+
+// ScanTransferEvents streams the transfer lines of [from, to] (whole
+// seconds) in time order, each line once.
+func (s *Store) ScanTransferEvents(ctx context.Context, from, to time.Time, fn func(*domain.TransferEvent) error) error {
+	rows, err := s.Query(ctx, anTransferEventsSQL, uint32(from.Unix()), uint32(to.Unix()))
+	if err != nil {
+		return fmt.Errorf("load transfer events: %w", err)
+	}
+	defer rows.Close()
+	seen := map[uint64]bool{}
+	for rows.Next() {
+		var t domain.TransferEvent
+		var ns uint64
+		if err := rows.Scan(&ns, &t.Node, &t.Role, &t.DPRank, &t.Source, &t.Event, &t.RID, &t.Room, &t.OtherRoom,
+			&t.MetaIndex, &t.Reason, &t.Peer, &t.NIC, &t.Line); err != nil {
+			return fmt.Errorf("scan transfer event: %w", err)
+		}
+		if seen[t.Line] {
+			continue
+		}
+		seen[t.Line] = true
+		t.TS = time.Unix(0, int64(ns)).UTC()
+		if err := fn(&t); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read transfer events: %w", err)
+	}
+	return nil
+}
+
+const anGatewaySQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
+ ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
+FROM gateway_responses
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+ORDER BY ts_ns, request_id`
+
+// ScanGatewayResponses streams the gateway responses of the window
+// [w.From, w.To) in time order, each (request id, line) once.
+func (s *Store) ScanGatewayResponses(ctx context.Context, w domain.Window, fn func(*domain.GatewayResponse) error) error {
+	rows, err := s.Query(ctx, anGatewaySQL, uint32(w.From.Unix()), uint32(w.To.Unix()))
+	if err != nil {
+		return fmt.Errorf("load gateway responses: %w", err)
+	}
+	defer rows.Close()
+	seen := map[string]bool{}
+	for rows.Next() {
+		var g domain.GatewayResponse
+		var ns uint64
+		if err := rows.Scan(&ns, &g.RequestID, &g.Tenant, &g.Model, &g.Status, &g.Prompt, &g.Completion, &g.Cached,
+			&g.TTFTMs, &g.DurationMs, &g.PrefillEP, &g.DecodeEP, &g.Room, &g.PrefillRID, &g.DecodeRID, &g.GWay, &g.Line); err != nil {
+			return fmt.Errorf("scan gateway response: %w", err)
+		}
+		g.TS = time.Unix(0, int64(ns)).UTC()
+		if !w.Contains(g.TS) {
+			continue
+		}
+		k := g.RequestID + "\x00" + strconv.FormatUint(g.Line, 10)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if err := fn(&g); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read gateway responses: %w", err)
+	}
+	return nil
+}
+
+const anNodeEndpointsSQL = `SELECT node, argMax(endpoints, version) AS eps FROM nodes GROUP BY node ORDER BY node`
+
+// NodeEndpoints maps each endpoint ingest recorded from the sources
+// manifests (table nodes, latest version per node) to its node.
+func (s *Store) NodeEndpoints(ctx context.Context) (map[string]string, error) {
+	rows, err := s.Query(ctx, anNodeEndpointsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("load node endpoints: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var node string
+		var eps []string
+		if err := rows.Scan(&node, &eps); err != nil {
+			return nil, fmt.Errorf("load node endpoints: %w", err)
+		}
+		for _, ep := range eps {
+			out[ep] = node
+		}
+	}
+	return out, rows.Err()
+}
+
+// anSliceBucketsSQL lists the slices (ts divided by the slice length) of a
+// window that hold gateway responses or engine request lines.
+const anSliceBucketsSQL = `SELECT DISTINCT b FROM (
+ SELECT intDiv(toUInt32(ts), ?) AS b FROM gateway_responses WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
+ UNION ALL
+ SELECT intDiv(toUInt32(ts), ?) AS b FROM engine_events WHERE ts >= toDateTime(?) AND ts < toDateTime(?))`
+
+// RequestSlices returns, in order, the starts of the slices of [from, to)
+// (slice-long spans since the epoch, slice in whole seconds) that hold
+// gateway responses or engine lines.
+func (s *Store) RequestSlices(ctx context.Context, from, to time.Time, slice time.Duration) ([]time.Time, error) {
+	step := uint32(slice / time.Second)
+	if step == 0 {
+		return nil, fmt.Errorf("request slices: slice %s is shorter than a second", slice)
+	}
+	rows, err := s.Query(ctx, anSliceBucketsSQL, step, UnixArg(from), UnixArg(to), step, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return nil, fmt.Errorf("find requests: %w", err)
+	}
+	defer rows.Close()
+	var buckets []uint32
+	for rows.Next() {
+		var b uint32
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("find requests: %w", err)
+		}
+		buckets = append(buckets, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find requests: %w", err)
+	}
+	slices.Sort(buckets)
+	out := make([]time.Time, len(buckets))
+	for i, b := range buckets {
+		out[i] = time.Unix(int64(b)*int64(step), 0).UTC()
+	}
+	return out, nil
+}
+
+const anRoomOwnersSQL = `SELECT bootstrap_room, request_id, tenant, model, ts_ns, decode_endpoint
+FROM gateway_responses
+WHERE has(?, bootstrap_room)`
+
+// RoomOwners returns the gateway responses of the given bootstrap rooms,
+// whatever their time (Room, RequestID, Tenant, Model, TS and DecodeEP
+// filled).
+func (s *Store) RoomOwners(ctx context.Context, rooms []uint64) ([]domain.GatewayResponse, error) {
+	if len(rooms) == 0 {
+		return nil, nil
+	}
+	rows, err := s.Query(ctx, anRoomOwnersSQL, rooms)
+	if err != nil {
+		return nil, fmt.Errorf("owners of writer rooms: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.GatewayResponse
+	for rows.Next() {
+		var g domain.GatewayResponse
+		var ns uint64
+		if err := rows.Scan(&g.Room, &g.RequestID, &g.Tenant, &g.Model, &ns, &g.DecodeEP); err != nil {
+			return nil, fmt.Errorf("scan room owner: %w", err)
+		}
+		g.TS = time.Unix(0, int64(ns)).UTC()
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+const anDecodeEventsSQL = `SELECT node, event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id
+FROM engine_events
+WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished')
+ORDER BY node, ts_ns, line_id`
+
+// ScanDecodeLines streams the decode engines' Receive and Finish lines of
+// [from, to] (whole seconds) ordered by node, then time: what the
+// allocator replay walks, one node at a time. Node, Event, RID, Room, TS,
+// Prompt, Completion, FinishType and Line are filled; a line stored twice
+// (not merged yet) comes twice, for the replay to skip.
+func (s *Store) ScanDecodeLines(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error {
+	rows, err := s.Query(ctx, anDecodeEventsSQL, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return fmt.Errorf("load decode events for replay: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := domain.EngineEvent{Role: "decode", DPRank: -1}
+		var ns uint64
+		if err := rows.Scan(&e.Node, &e.Event, &e.RID, &e.Room, &ns, &e.Prompt, &e.Completion, &e.FinishType, &e.Line); err != nil {
+			return fmt.Errorf("scan decode event: %w", err)
+		}
+		e.TS = time.Unix(0, int64(ns)).UTC()
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read decode events: %w", err)
+	}
+	return nil
+}
+
+const anPageNodesSQL = `SELECT node, count() FROM page_events GROUP BY node`
+
+// PageEventNodes lists the nodes that logged page-level events, in order
+// (exact lineage applies to them only).
+func (s *Store) PageEventNodes(ctx context.Context) ([]string, error) {
+	rows, err := s.Query(ctx, anPageNodesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("page event nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		var c uint64
+		if err := rows.Scan(&n, &c); err != nil {
+			return nil, fmt.Errorf("scan page event nodes: %w", err)
+		}
+		if c > 0 {
+			out = append(out, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read page event nodes: %w", err)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+const anPageEventsSQL = `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id
+FROM page_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+ORDER BY node, dp_rank, ts_ns, line_id`
+
+// ScanPageEvents streams the page events of [from, to] (whole seconds)
+// ordered by node, DP rank, then time: one lane after the other. A line
+// stored twice (not merged yet) comes twice, next to itself.
+func (s *Store) ScanPageEvents(ctx context.Context, from, to time.Time, fn func(*domain.PageEvent) error) error {
+	rows, err := s.Query(ctx, anPageEventsSQL, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return fmt.Errorf("load page events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e domain.PageEvent
+		var ns uint64
+		if err := rows.Scan(&e.Node, &e.DPRank, &ns, &e.Event, &e.RID, &e.Room, &e.Pages, &e.Line); err != nil {
+			return fmt.Errorf("scan page event: %w", err)
+		}
+		e.TS = time.Unix(0, int64(ns)).UTC()
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read page events: %w", err)
+	}
+	return nil
+}
+
+const anCanaryProbesSQL = `SELECT probe_id, ts_ns, identity, endpoint, kind, stream, marker, threshold_tokens, threshold_node,
+ prompt_tokens, completion_tokens, http_status, response_text, foreign_markers, verdict
+FROM probes
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND verdict IN ('leak', 'over_limit_served')
+ORDER BY ts_ns, probe_id`
+
+// ProbeVerdicts reads the canary probes of [from, to] (whole seconds)
+// whose verdict is a leak or an over-limit prompt served, in time order.
+func (s *Store) ProbeVerdicts(ctx context.Context, from, to time.Time) ([]domain.ProbeVerdict, error) {
+	rows, err := s.Query(ctx, anCanaryProbesSQL, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return nil, fmt.Errorf("canary probes: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.ProbeVerdict
+	for rows.Next() {
+		var p domain.ProbeVerdict
+		var ns uint64
+		var stream uint8
+		if err := rows.Scan(&p.ID, &ns, &p.Identity, &p.Endpoint, &p.Kind, &stream, &p.Marker, &p.ThresholdTokens,
+			&p.ThresholdNode, &p.Prompt, &p.Completion, &p.HTTPStatus, &p.Answer, &p.ForeignMarkers, &p.Verdict); err != nil {
+			return nil, fmt.Errorf("scan canary probe: %w", err)
+		}
+		p.TS, p.Stream = time.Unix(0, int64(ns)).UTC(), stream == 1
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read canary probes: %w", err)
+	}
+	return out, nil
+}
+
+const anCanaryMarkersSQL = `SELECT marker, probe_id, ts_ns, identity, kind FROM probes WHERE has(?, marker)`
+
+// ProbeMarkers maps each of the given markers to the probe that sent it
+// (markers no probe on record sent are absent).
+func (s *Store) ProbeMarkers(ctx context.Context, markers []string) (map[string]domain.ProbeMarker, error) {
+	out := map[string]domain.ProbeMarker{}
+	if len(markers) == 0 {
+		return out, nil
+	}
+	rows, err := s.Query(ctx, anCanaryMarkersSQL, markers)
+	if err != nil {
+		return nil, fmt.Errorf("canary probe markers: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m domain.ProbeMarker
+		var ns uint64
+		if err := rows.Scan(&m.Marker, &m.ProbeID, &ns, &m.Identity, &m.Kind); err != nil {
+			return nil, fmt.Errorf("scan probe marker: %w", err)
+		}
+		m.TS = time.Unix(0, int64(ns)).UTC()
+		out[m.Marker] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read probe markers: %w", err)
+	}
+	return out, nil
+}

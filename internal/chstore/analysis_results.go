@@ -1,0 +1,335 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// The analysis' writes, and the reads that decide what a run adds: the
+// linked requests (request_facts), runs and findings, the notification
+// list (affected) and the foreign tenants it fills into victim findings.
+
+const anInsertFacts = `INSERT INTO request_facts (request_key, ts, ts_ns, tenant, model, gateway_request_id, bootstrap_room,
+ status, prompt_tokens, completion_tokens, cached_tokens, ttft_ms, duration_ms, prefill_node, prefill_rid,
+ prefill_dp_rank, prefill_prompt_tokens, prefill_finish_type, prefill_rejected, prefill_limit, decode_node,
+ decode_rid, decode_dp_rank, decode_prompt_tokens, decode_finish_type, transfer_failed, transfer_reason,
+ corruption, links, line_ids, version)`
+
+// anFactBatch bounds one insert's rows.
+const anFactBatch = 50_000
+
+// SaveRequestFacts writes linked requests to request_facts with the given
+// version (a later build with a higher version replaces earlier rows of
+// the same key), at most anFactBatch rows per INSERT.
+func (s *Store) SaveRequestFacts(ctx context.Context, facts []*domain.Request, version uint64) error {
+	for start := 0; start < len(facts); start += anFactBatch {
+		end := min(start+anFactBatch, len(facts))
+		b, err := s.PrepareBatch(ctx, anInsertFacts)
+		if err != nil {
+			return fmt.Errorf("prepare request_facts insert: %w", err)
+		}
+		for _, f := range facts[start:end] {
+			if err := b.Append(anFactRow(f, version)...); err != nil {
+				_ = b.Abort()
+				return fmt.Errorf("append request fact %s: %w", f.Key, err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert request_facts: %w", err)
+		}
+	}
+	return nil
+}
+
+// anFactRow is one request_facts row in anInsertFacts' column order.
+func anFactRow(f *domain.Request, version uint64) []any {
+	var (
+		status                               uint16
+		prompt, completion, cached           uint64
+		ttft, dur                            float64
+		pNode, pRID, pFin, dNode, dRID, dFin string
+		pRank, dRank                         int16 = -1, -1
+		pPrompt, pLimit, dPrompt             uint64
+		rejected, failed, corrupt            uint8
+		reason                               string
+	)
+	if g := f.GW; g != nil {
+		status, prompt, completion, cached, ttft, dur = g.Status, g.Prompt, g.Completion, g.Cached, g.TTFTMs, g.DurationMs
+	}
+	if p := f.Prefill; p != nil {
+		pNode, pRID, pRank, pPrompt = p.Node, p.RID, p.DPRank, p.Prompt()
+		if p.Fin != nil {
+			pFin = p.Fin.FinishType
+		}
+		if p.Boot != nil {
+			pLimit = p.Boot.Limit()
+		}
+	}
+	if ok, _ := f.PrefillRejected(); ok {
+		rejected = 1
+	}
+	if d := f.Decode; d != nil {
+		dNode, dRID, dRank, dPrompt = d.Node, d.RID, d.DPRank, d.Prompt()
+		if d.Fin != nil {
+			dFin = d.Fin.FinishType
+		}
+		if prompt == 0 {
+			prompt = dPrompt
+		}
+	}
+	for _, t := range f.Transfer {
+		if t.Failure() {
+			failed, reason = 1, t.Reason
+			break
+		}
+	}
+	if len(f.Corrupt) > 0 {
+		corrupt = 1
+	}
+	return []any{f.Key, f.TS, uint64(f.TS.UnixNano()), f.Tenant, f.Model, f.RequestID(), f.Room,
+		status, prompt, completion, cached, ttft, dur, pNode, pRID, pRank, pPrompt, pFin, rejected, pLimit,
+		dNode, dRID, dRank, dPrompt, dFin, failed, reason, corrupt, f.Links(), f.Lines(), version}
+}
+
+const anInsertRun = `INSERT INTO analyzer_runs (run_id, analyzer, version, params, window_from, window_to, watermark,
+ started_at, finished_at, status, findings, high, error, trigger, case_id)
+SELECT ?, ?, ?, ?, toDateTime(?), toDateTime(?), toDateTime(?), toDateTime(?), toDateTime(?), ?, ?, ?, ?, ?, ?`
+
+// SaveRun appends one immutable analyzer_runs row.
+func (s *Store) SaveRun(ctx context.Context, r domain.Run) error {
+	if err := s.Exec(ctx, anInsertRun, r.ID, r.Analyzer, r.Version, r.Params, UnixArg(r.Window.From),
+		UnixArg(r.Window.To), UnixArg(r.Watermark), UnixArg(r.Started), UnixArg(r.Finished), r.Status,
+		uint32(r.Findings), uint32(r.High), r.Error, r.Trigger, r.CaseID); err != nil {
+		return fmt.Errorf("record run of %s: %w", r.Analyzer, err)
+	}
+	return nil
+}
+
+const anInsertFindings = `INSERT INTO findings (finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts,
+ first_ts, last_ts, request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node,
+ decode_dp_rank, rids, title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids,
+ detail_keys, detail_values, created_at)`
+
+// SaveFindings writes findings, created at now, in one INSERT.
+func (s *Store) SaveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	b, err := s.PrepareBatch(ctx, anInsertFindings)
+	if err != nil {
+		return fmt.Errorf("prepare findings insert: %w", err)
+	}
+	for _, f := range fs {
+		keys := make([]string, 0, len(f.Details))
+		for k := range f.Details {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		vals := make([]string, len(keys))
+		for i, k := range keys {
+			vals[i] = f.Details[k]
+		}
+		if err := b.Append(f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion, string(f.Severity), f.Confidence, f.TS.UTC(),
+			f.FirstTS.UTC(), f.LastTS.UTC(), f.RequestKey, f.GatewayRequestID, f.Tenant, f.Room, f.PrefillNode,
+			f.DecodeNode, f.DecodeDPRank, anStrings(f.RIDs), f.Title, f.Explanation, f.GroupKey,
+			anStrings(f.ForeignTenants), anStrings(f.ForeignRequestKeys), anU64s(f.Evidence), keys, vals, now); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("append finding %s: %w", f.ID, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert findings: %w", err)
+	}
+	return nil
+}
+
+// anStrings and anU64s turn nil into empty: the driver wants an array.
+func anStrings(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+func anU64s(v []uint64) []uint64 {
+	if v == nil {
+		return []uint64{}
+	}
+	return v
+}
+
+const anKnownIDsSQL = `SELECT DISTINCT finding_id FROM findings WHERE analyzer = ? AND analyzer_version = ?`
+
+// KnownFindingIDs is the set of finding ids any run of this analyzer
+// version has recorded.
+func (s *Store) KnownFindingIDs(ctx context.Context, analyzer, version string) (map[string]bool, error) {
+	rows, err := s.Query(ctx, anKnownIDsSQL, analyzer, version)
+	if err != nil {
+		return nil, fmt.Errorf("read known findings of %s: %w", analyzer, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scan finding id: %w", err)
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+const anInsertAffected = `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts,
+ last_ts, models, nodes, confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens,
+ output_tokens, evidence_line_ids)`
+
+// SaveAffected writes one reconstruction of the notification list: its
+// rows under id, for caseID ("" outside a case), created at created.
+func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created time.Time, rows []domain.AffectedRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	b, err := s.PrepareBatch(ctx, anInsertAffected)
+	if err != nil {
+		return fmt.Errorf("prepare affected insert: %w", err)
+	}
+	for _, a := range rows {
+		if err := b.Append(id, caseID, a.Tenant, string(a.Role), uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
+			anStrings(a.Models), anStrings(a.Nodes), a.Confidence, anStrings(a.RequestKeys), anStrings(a.FindingIDs),
+			created, string(a.Tier), anStrings(a.Counterparts), a.PromptTokens, a.OutputTokens,
+			anU64s(a.Evidence)); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("append affected row %s/%s: %w", a.Role, a.Tenant, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert affected: %w", err)
+	}
+	return nil
+}
+
+const anLatestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`
+
+// LatestReconstruction is the id and time of the most recently saved
+// reconstruction ("" when none is).
+func (s *Store) LatestReconstruction(ctx context.Context) (string, time.Time, error) {
+	rows, err := s.Query(ctx, anLatestReconstructionSQL)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("find latest reconstruction: %w", err)
+	}
+	defer rows.Close()
+	var id string
+	var at time.Time
+	for rows.Next() {
+		var rid string
+		var t time.Time
+		if err := rows.Scan(&rid, &t); err != nil {
+			return "", time.Time{}, fmt.Errorf("scan reconstruction: %w", err)
+		}
+		if t.After(at) || (t.Equal(at) && rid > id) {
+			id, at = rid, t
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", time.Time{}, fmt.Errorf("find latest reconstruction: %w", err)
+	}
+	return id, at.UTC(), nil
+}
+
+// anAffectedSQL reads one reconstruction. Its id is a hash of its content,
+// so analyzing unchanged data again stores the same rows under the same id
+// a second time: only the latest save is read, and DISTINCT folds two saves
+// made in the same second.
+const anAffectedSQL = `SELECT DISTINCT reconstruction_id, case_id, tenant, affected_role, requests, first_ts, last_ts, models,
+ nodes, confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens, output_tokens,
+ evidence_line_ids
+FROM affected
+WHERE reconstruction_id = ? AND created_at = (SELECT max(created_at) FROM affected WHERE reconstruction_id = ?)
+ORDER BY affected_role, tenant`
+
+// AffectedRows reads the rows of reconstruction id as last saved, ordered
+// by role and tenant, and the case it was made for.
+func (s *Store) AffectedRows(ctx context.Context, id string) (caseID string, out []domain.AffectedRow, err error) {
+	rows, err := s.Query(ctx, anAffectedSQL, id, id)
+	if err != nil {
+		return "", nil, fmt.Errorf("read affected: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a domain.AffectedRow
+		var n uint64
+		var rid string
+		var created time.Time
+		var role, tier string
+		if err := rows.Scan(&rid, &caseID, &a.Tenant, &role, &n, &a.First, &a.Last, &a.Models, &a.Nodes,
+			&a.Confidence, &a.RequestKeys, &a.FindingIDs, &created, &tier, &a.Counterparts, &a.PromptTokens,
+			&a.OutputTokens, &a.Evidence); err != nil {
+			return "", nil, fmt.Errorf("scan affected row: %w", err)
+		}
+		a.Tier = domain.Tier(tier)
+		a.Requests = int(n)
+		a.Role = domain.Role(role)
+		a.First, a.Last = a.First.UTC(), a.Last.UTC()
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return "", nil, fmt.Errorf("read affected: %w", err)
+	}
+	return caseID, out, nil
+}
+
+// anForeignChunkBytes keeps each statement of SaveFindingForeign well
+// under max_query_size (256 KiB by default): placeholder victims name
+// hundreds of source requests each.
+const anForeignChunkBytes = 96 << 10
+
+// SaveFindingForeign writes the foreign tenants and request keys of the
+// given findings into their stored rows, so every reader of the findings
+// table (the CLI, the UI, exports) sees them. One ALTER ... UPDATE
+// mutation per chunk of findings; ClickHouse applies it in the background
+// (18.16 has no synchronous mutations), normally within seconds.
+func (s *Store) SaveFindingForeign(ctx context.Context, fs []domain.Finding) error {
+	table := "findings"
+	if s.Cluster() != "" {
+		// ON CLUSTER resolves unqualified names in each server's default
+		// database, so the table is qualified.
+		table = s.Database() + ".findings_local ON CLUSTER " + s.Cluster()
+	}
+	q := "ALTER TABLE " + table + ` UPDATE
+ foreign_tenants = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id)),
+ foreign_request_keys = arrayElement(CAST(? AS Array(Array(String))), indexOf(CAST(? AS Array(String)), finding_id))
+WHERE has(CAST(? AS Array(String)), finding_id)`
+	for len(fs) > 0 {
+		var (
+			ids            []string
+			tenants, keys  [][]string
+			size, consumed int
+		)
+		for _, f := range fs {
+			n := 3 * (len(f.ID) + 4)
+			for _, t := range f.ForeignTenants {
+				n += len(t) + 4
+			}
+			for _, k := range f.ForeignRequestKeys {
+				n += len(k) + 4
+			}
+			if consumed > 0 && size+n > anForeignChunkBytes {
+				break
+			}
+			size += n
+			consumed++
+			ids = append(ids, f.ID)
+			tenants = append(tenants, anStrings(f.ForeignTenants))
+			keys = append(keys, anStrings(f.ForeignRequestKeys))
+		}
+		if err := s.Exec(ctx, q, tenants, ids, keys, ids, ids); err != nil {
+			return fmt.Errorf("store foreign tenants of %d findings: %w", len(ids), err)
+		}
+		fs = fs[consumed:]
+	}
+	return nil
+}

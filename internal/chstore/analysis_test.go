@@ -1,0 +1,320 @@
+package chstore_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+)
+
+var anT0 = time.Date(2026, 7, 1, 10, 0, 0, 0, time.UTC)
+
+func ns(t time.Time) uint64 { return uint64(t.UnixNano()) }
+
+// TestAnalysisEvidenceReads: the analysis' reads return the stored rows as
+// domain types, in the order the replays rely on, each line once, only
+// inside the range asked for; a callback's error ends a stream and comes
+// back unchanged.
+func TestAnalysisEvidenceReads(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+
+	sp, err := s.AnalysisDataSpan(ctx)
+	if err != nil || !sp.From.IsZero() || !sp.To.IsZero() {
+		t.Fatalf("empty database: span %+v, %v; want zero", sp, err)
+	}
+
+	at := func(sec int) time.Time { return anT0.Add(time.Duration(sec)*time.Second + 250*time.Millisecond) }
+	engine := `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, finish_type, line_id, ingested_at)`
+	batch(t, s, engine, [][]any{
+		{at(5), ns(at(5)), "d1", "decode", int16(1), "received", "r1", uint64(7), uint64(100), uint64(0), "", uint64(11), anT0},
+		{at(5), ns(at(5)), "d1", "decode", int16(1), "received", "r1", uint64(7), uint64(100), uint64(0), "", uint64(11), anT0}, // stored twice
+		{at(9), ns(at(9)), "d1", "decode", int16(1), "finished", "r1", uint64(7), uint64(100), uint64(20), "stop", uint64(12), anT0},
+		{at(2), ns(at(2)), "d0", "decode", int16(0), "received", "r0", uint64(8), uint64(50), uint64(0), "", uint64(10), anT0},
+		{at(3), ns(at(3)), "p0", "prefill", int16(0), "received", "r0", uint64(8), uint64(50), uint64(0), "", uint64(9), anT0},
+		{at(4), ns(at(4)), "p0", "prefill", int16(0), "http_access", "", uint64(0), uint64(0), uint64(0), "", uint64(8), anT0},
+		{at(7200), ns(at(7200)), "d1", "decode", int16(1), "received", "r9", uint64(70), uint64(1), uint64(0), "", uint64(99), anT0.Add(time.Minute)},
+	})
+	gateway := `INSERT INTO gateway_responses (ts, ts_ns, request_id, tenant, model, status, prompt_tokens, ttft_ms,
+ duration_ms, bootstrap_room, decode_endpoint, line_id, ingested_at)`
+	batch(t, s, gateway, [][]any{
+		{at(1), ns(at(1)), "q1", "acme", "m", uint16(200), uint64(100), 12.5, 300.0, uint64(7), "http://10.0.0.2:30000", uint64(21), anT0},
+		{at(1), ns(at(1)), "q1", "acme", "m", uint16(200), uint64(100), 12.5, 300.0, uint64(7), "http://10.0.0.2:30000", uint64(21), anT0},
+		{at(3600), ns(at(3600)), "q2", "initech", "m", uint16(200), uint64(5), 1.0, 2.0, uint64(8), "", uint64(22), anT0},
+	})
+
+	// Engine lines: time order, http_access left out, a duplicate once.
+	var got []uint64
+	if err := s.ScanEngineEvents(ctx, anT0, anT0.Add(time.Hour), func(e *domain.EngineEvent) error {
+		got = append(got, e.Line)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{10, 9, 11, 12}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("engine lines %v, want %v", got, want)
+	}
+	// Decode lines: by node, then time; a line stored twice comes twice.
+	got = nil
+	if err := s.ScanDecodeLines(ctx, anT0, anT0.Add(time.Hour), func(e *domain.EngineEvent) error {
+		got = append(got, e.Line)
+		if e.Line == 12 && (e.Completion != 20 || e.FinishType != "stop" || !e.TS.Equal(at(9))) {
+			t.Errorf("finish line read as %+v", e)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{10, 11, 11, 12}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("decode lines %v, want %v", got, want)
+	}
+	stop := errors.New("enough")
+	n := 0
+	err = s.ScanEngineEvents(ctx, anT0, anT0.Add(time.Hour), func(*domain.EngineEvent) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("a callback's error: got %v after %d rows, want %v after 1", err, n, stop)
+	}
+
+	// Gateway responses: [From, To) at nanosecond precision, each once.
+	var gw []*domain.GatewayResponse
+	if err := s.ScanGatewayResponses(ctx, domain.Window{From: anT0, To: at(3600)}, func(g *domain.GatewayResponse) error {
+		gw = append(gw, g)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(gw) != 1 || gw[0].RequestID != "q1" || gw[0].TTFTMs != 12.5 || gw[0].DurationMs != 300 || gw[0].Room != 7 {
+		t.Fatalf("gateway responses %+v, want q1 once with its ttft, duration and room", gw)
+	}
+	owners, err := s.RoomOwners(ctx, []uint64{8, 99})
+	if err != nil || len(owners) != 1 || owners[0].RequestID != "q2" || owners[0].Tenant != "initech" {
+		t.Fatalf("room owners %+v, %v; want q2 of initech (room 8, outside any window)", owners, err)
+	}
+
+	slices, err := s.RequestSlices(ctx, anT0, anT0.Add(3*time.Hour), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []time.Time{anT0, anT0.Add(time.Hour), anT0.Add(2 * time.Hour)}; !reflect.DeepEqual(slices, want) {
+		t.Fatalf("request slices %v, want %v", slices, want)
+	}
+
+	sp, err = s.AnalysisDataSpan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (domain.DataSpan{From: anT0.Add(time.Second), To: anT0.Add(7201 * time.Second), Watermark: anT0.Add(time.Minute)}); sp != want {
+		t.Fatalf("data span %+v, want %+v", sp, want)
+	}
+}
+
+// TestAnalysisBootsPagesProbes: boots come back linked per node, page
+// events lane by lane, probe verdicts with the probes that sent their
+// foreign markers.
+func TestAnalysisBootsPagesProbes(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	batch(t, s, `INSERT INTO node_boots (node, role, boot_ts, boot_ts_ns, boot_id, sglang_version, page_size,
+ context_len, max_req_input_len, dp_size, arg_keys, arg_values, line_ids, facts, ingested_at)`, [][]any{
+		{"d1", "decode", anT0, ns(anT0), "b1", "0.5.2", uint32(16), uint64(8192), uint64(8186), uint16(2),
+			[]string{"host"}, []string{"'10.0.0.2'"}, []uint64{1}, uint32(3), anT0},
+		{"d1", "decode", anT0.Add(time.Hour), ns(anT0.Add(time.Hour)), "b2", "0.5.2", uint32(0), uint64(0), uint64(0),
+			uint16(0), []string{}, []string{}, []uint64{2}, uint32(1), anT0},
+	})
+	bs, err := s.NodeBoots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := bs.ByNode["d1"]
+	if len(list) != 2 || list[0].Next != list[1] || list[1].Next != nil {
+		t.Fatalf("boots of d1: %+v, want two linked in time order", list)
+	}
+	if b := list[0]; b.Host() != "10.0.0.2" || !b.HasLimits || b.PageSize != 16 || b.DPSize != 2 || b.Limit() != 8186 {
+		t.Fatalf("first boot read as %+v", b)
+	}
+	if b := list[1]; b.HasLimits || b.HasPage || b.DPSize != 1 {
+		t.Fatalf("second boot (no limits logged) read as %+v", b)
+	}
+	if bs.At("d1", anT0.Add(30*time.Minute)) != list[0] {
+		t.Fatal("boot in force half an hour in is not the first")
+	}
+
+	batch(t, s, `INSERT INTO page_events (ts, ts_ns, node, dp_rank, event, rid, bootstrap_room, pages, line_id, ingested_at)`, [][]any{
+		{anT0.Add(2 * time.Second), ns(anT0.Add(2 * time.Second)), "d1", int16(1), "write", "a", uint64(5), []uint32{1, 2}, uint64(31), anT0},
+		{anT0.Add(time.Second), ns(anT0.Add(time.Second)), "d1", int16(0), "read", "b", uint64(6), []uint32{3}, uint64(32), anT0},
+		{anT0.Add(time.Second), ns(anT0.Add(time.Second)), "d1", int16(1), "write", "c", uint64(4), []uint32{1}, uint64(30), anT0},
+	})
+	nodes, err := s.PageEventNodes(ctx)
+	if err != nil || !reflect.DeepEqual(nodes, []string{"d1"}) {
+		t.Fatalf("page event nodes %v, %v; want [d1]", nodes, err)
+	}
+	var lines []uint64
+	if err := s.ScanPageEvents(ctx, anT0, anT0.Add(time.Minute), func(e *domain.PageEvent) error {
+		lines = append(lines, e.Line)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{32, 30, 31}; !reflect.DeepEqual(lines, want) {
+		t.Fatalf("page events in order %v, want %v (rank 0, then rank 1 by time)", lines, want)
+	}
+
+	batch(t, s, `INSERT INTO probes (ts, ts_ns, probe_id, identity, endpoint, kind, stream, marker, threshold_tokens,
+ threshold_node, prompt_tokens, completion_tokens, http_status, response_text, foreign_markers, verdict, ingested_at)`, [][]any{
+		{anT0, ns(anT0), "p1", "acme", "http://gw", "leak", uint8(1), "M1", uint64(0), "", uint64(10), uint64(5),
+			uint16(200), "…M2…", []string{"M2", "M3"}, "leak", anT0},
+		{anT0.Add(-time.Hour), ns(anT0.Add(-time.Hour)), "p2", "initech", "http://gw", "leak", uint8(0), "M2", uint64(0), "",
+			uint64(10), uint64(5), uint16(200), "", []string{}, "clean", anT0},
+	})
+	vs, err := s.ProbeVerdicts(ctx, anT0.Add(-time.Minute), anT0.Add(time.Minute))
+	if err != nil || len(vs) != 1 || vs[0].ID != "p1" || !vs[0].Stream || vs[0].HTTPStatus != 200 ||
+		!reflect.DeepEqual(vs[0].ForeignMarkers, []string{"M2", "M3"}) {
+		t.Fatalf("probe verdicts %+v, %v; want p1's leak (the clean probe is not a verdict)", vs, err)
+	}
+	ms, err := s.ProbeMarkers(ctx, vs[0].ForeignMarkers)
+	if err != nil || len(ms) != 1 || ms["M2"].ProbeID != "p2" || ms["M2"].Identity != "initech" {
+		t.Fatalf("probe markers %+v, %v; want M2 sent by p2 (initech), M3 by no probe", ms, err)
+	}
+}
+
+// TestAnalysisResultsRoundTrip: what a run saves reads back: request
+// facts, runs and findings (with the ids known to later runs), the latest
+// notification list (the latest save of it, once), and the foreign tenants
+// written into stored findings.
+func TestAnalysisResultsRoundTrip(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+
+	boot := &domain.Boot{MaxReqInputLen: 4090}
+	req := &domain.Request{Key: "q1", TS: anT0, Tenant: "acme", Model: "m", Room: 7,
+		GW:      &domain.GatewayResponse{RequestID: "q1", Status: 200, Prompt: 5000, Completion: 3, TTFTMs: 9, Line: 1},
+		Prefill: &domain.Side{Node: "p0", DPRank: -1, Boot: boot, Rejected: &domain.EngineEvent{Line: 2}},
+		Decode: &domain.Side{Node: "d1", DPRank: 1, RID: "r1",
+			Fin: &domain.EngineEvent{Line: 3, Prompt: 5000, Completion: 3, FinishType: "stop"}},
+		Transfer: []*domain.TransferEvent{{Event: "decode_transfer_failed", Reason: "timeout", Line: 4}}}
+	if err := s.SaveRequestFacts(ctx, []*domain.Request{req}, 1); err != nil {
+		t.Fatal(err)
+	}
+	var links, reason string
+	var rejected, failed uint8
+	var limit uint64
+	var ttft float64
+	var lineIDs []uint64
+	if err := s.QueryRow(ctx, `SELECT links, prefill_rejected, prefill_limit, transfer_failed, transfer_reason, ttft_ms, line_ids
+FROM request_facts FINAL WHERE request_key = 'q1'`).Scan(&links, &rejected, &limit, &failed, &reason, &ttft, &lineIDs); err != nil {
+		t.Fatal(err)
+	}
+	if links != "gateway+prefill+transfer+decode" || rejected != 1 || limit != 4090 || failed != 1 || reason != "timeout" ||
+		ttft != 9 || !reflect.DeepEqual(lineIDs, []uint64{1, 2, 3, 4}) {
+		t.Fatalf("request fact stored as links=%q rejected=%d limit=%d failed=%d reason=%q ttft=%v lines=%v",
+			links, rejected, limit, failed, reason, ttft, lineIDs)
+	}
+
+	run := domain.Run{ID: "run1", Analyzer: "a", Version: "1", Window: domain.Window{From: anT0, To: anT0.Add(time.Hour)},
+		Started: anT0, Finished: anT0, Status: domain.StatusSuccess, Findings: 2, High: 1, Trigger: "test"}
+	fs := []domain.Finding{
+		{ID: "f1", RunID: "run1", Analyzer: "a", AnalyzerVersion: "1", Severity: domain.High, TS: anT0, FirstTS: anT0,
+			LastTS: anT0, RequestKey: "q1", Tenant: "acme", Title: "t1", Details: map[string]string{"b": "2", "a": "1"},
+			Evidence: []uint64{1, 2}},
+		{ID: "f2", RunID: "run1", Analyzer: "a", AnalyzerVersion: "1", Severity: domain.Low, TS: anT0, FirstTS: anT0,
+			LastTS: anT0, Title: "t2"},
+	}
+	if err := s.SaveFindings(ctx, fs, anT0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	known, err := s.KnownFindingIDs(ctx, "a", "1")
+	if err != nil || !reflect.DeepEqual(known, map[string]bool{"f1": true, "f2": true}) {
+		t.Fatalf("known ids %v, %v", known, err)
+	}
+	if other, _ := s.KnownFindingIDs(ctx, "a", "2"); len(other) != 0 {
+		t.Fatalf("another version knows %v", other)
+	}
+	cur, err := s.LatestFindings(ctx)
+	if err != nil || len(cur) != 2 || cur[0].ID != "f1" || cur[0].Details["b"] != "2" ||
+		!reflect.DeepEqual(cur[0].Evidence, []uint64{1, 2}) {
+		t.Fatalf("current findings %+v, %v", cur, err)
+	}
+
+	// The foreign tenants reach the stored row (a background mutation).
+	f1 := fs[0]
+	f1.ForeignTenants, f1.ForeignRequestKeys = []string{"initech"}, []string{"q9"}
+	if err := s.SaveFindingForeign(ctx, []domain.Finding{f1}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cur, err = s.LatestFindings(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reflect.DeepEqual(cur[0].ForeignTenants, []string{"initech"}) && reflect.DeepEqual(cur[0].ForeignRequestKeys, []string{"q9"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("foreign tenants of f1 still %v / %v", cur[0].ForeignTenants, cur[0].ForeignRequestKeys)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(cur[1].ForeignTenants) != 0 {
+		t.Fatalf("f2 got foreign tenants %v", cur[1].ForeignTenants)
+	}
+
+	if id, _, err := s.LatestReconstruction(ctx); err != nil || id != "" {
+		t.Fatalf("no reconstruction yet: got %q, %v", id, err)
+	}
+	rows := []domain.AffectedRow{
+		{Tenant: "acme", Role: domain.Received, Requests: 1, RequestKeys: []string{"q1"}, FindingIDs: []string{"f1"},
+			First: anT0, Last: anT0, Confidence: 0.9, Counterparts: []string{"initech"}},
+		{Tenant: "initech", Role: domain.Exposed, Tier: domain.Likely, Requests: 1, RequestKeys: []string{"q9"},
+			First: anT0, Last: anT0, Confidence: 0.5, PromptTokens: 32, Evidence: []uint64{4}},
+	}
+	for i, created := range []time.Time{anT0, anT0.Add(time.Minute), anT0.Add(time.Minute)} {
+		if err := s.SaveAffected(ctx, "rec1", "case1", created, rows[:1+min(i, 1)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveAffected(ctx, "rec0", "", anT0, rows); err != nil {
+		t.Fatal(err)
+	}
+	id, created, err := s.LatestReconstruction(ctx)
+	if err != nil || id != "rec1" || !created.Equal(anT0.Add(time.Minute)) {
+		t.Fatalf("latest reconstruction %q at %v, %v; want rec1 at %v", id, created, err, anT0.Add(time.Minute))
+	}
+	caseID, got, err := s.AffectedRows(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caseID != "case1" || len(got) != 2 {
+		t.Fatalf("rows of rec1: case %q, %d rows; want case1 and its two rows of the latest save, once", caseID, len(got))
+	}
+	for i := range got {
+		if got[i].Evidence == nil {
+			got[i].Evidence = []uint64{}
+		}
+		want := rows[map[domain.Role]int{domain.Exposed: 1, domain.Received: 0}[got[i].Role]]
+		if want.Evidence == nil {
+			want.Evidence = []uint64{}
+		}
+		if want.Models == nil {
+			want.Models, want.Nodes = []string{}, []string{}
+		}
+		if want.FindingIDs == nil {
+			want.FindingIDs = []string{}
+		}
+		if want.Counterparts == nil {
+			want.Counterparts = []string{}
+		}
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("row %d read back as\n%+v\nwant\n%+v", i, got[i], want)
+		}
+	}
+}
+
