@@ -411,7 +411,7 @@ func TestBrowser(t *testing.T) {
 	}
 	// Control 2: kvtrail with its CSP header stripped still runs nothing:
 	// escaping alone stops the payload; CSP is a second wall.
-	h, err := NewServer(Options{Logger: u.testLogger(), DB: st, Conn: st, Auth: u.auth, ExportDir: t.TempDir()})
+	h, err := NewServer(Options{Logger: u.testLogger(), DB: st, Store: testStore(st), Posture: testPosture{st}, Auth: u.auth, ExportDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

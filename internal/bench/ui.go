@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 	"github.com/kvtrail/kvtrail/web"
 )
@@ -34,6 +35,9 @@ type UIOptions struct {
 	Logger     *slog.Logger
 	// ExportDir is the server's export directory (nothing is exported).
 	ExportDir string
+	// GapThreshold is the analyzers' gap threshold, which the overview's
+	// gaps use (as serve wires it).
+	GapThreshold time.Duration
 }
 
 // PageTiming is the measured server time of one page type.
@@ -70,7 +74,7 @@ type UIResult struct {
 // opens: the request page, a finding's detail, an evidence line, and the
 // overview, findings list and tenant search. Each sampled URL is opened
 // once cold and then Warm times.
-func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
+func UI(ctx context.Context, conn *chstore.Store, o UIOptions) (UIResult, error) {
 	var res UIResult
 	if o.Samples <= 0 {
 		o.Samples = 20
@@ -89,7 +93,7 @@ func UI(ctx context.Context, conn web.Conn, o UIOptions) (UIResult, error) {
 	auth := config.Default().Auth
 	auth.SessionKey = "bench-ui-session-key-0123456789abcdef"
 	auth.Tokens = []config.Token{{Name: "bench", Role: "admin", TokenHash: config.Secret(th)}}
-	h, err := web.NewServer(web.Options{Logger: o.Logger, Conn: conn, Auth: auth, ExportDir: o.ExportDir, Version: "bench"})
+	h, err := web.NewServer(web.Options{Logger: o.Logger, Store: chstore.NewUIStore(conn, o.GapThreshold), Auth: auth, ExportDir: o.ExportDir, Version: "bench"})
 	if err != nil {
 		return res, err
 	}

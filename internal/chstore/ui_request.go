@@ -1,6 +1,8 @@
-package web
+package chstore
 
 import (
+	"github.com/kvtrail/kvtrail/domain"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,121 +13,19 @@ import (
 	"time"
 )
 
-// TimelineEvent is one step of a request on one lane.
-type TimelineEvent struct {
-	Lane   string    `json:"lane"` // gateway, prefill, transfer, decode
-	TS     time.Time `json:"ts"`
-	TSNS   uint64    `json:"ts_ns,string"`
-	Node   string    `json:"node"`
-	DPRank int16     `json:"dp_rank"`
-	Event  string    `json:"event"`
-	RID    string    `json:"rid"`
-	Detail string    `json:"detail"`
-	LineID U64       `json:"line_id"`
-}
-
-// RawLine is an evidence line exactly as ingested.
-type RawLine struct {
-	TS          time.Time `ch:"ts" json:"ts"`
-	TSNS        uint64    `ch:"ts_ns" json:"ts_ns,string"`
-	Node        string    `ch:"node" json:"node"`
-	Role        string    `ch:"role" json:"role"`
-	LogFormat   string    `ch:"log_format" json:"log_format"`
-	Source      string    `ch:"source" json:"source"`
-	FileDigest  string    `ch:"file_digest" json:"file_digest"`
-	ByteOffset  uint64    `ch:"byte_offset" json:"byte_offset"`
-	LineNo      uint64    `ch:"line_no" json:"line_no"`
-	LineID      uint64    `ch:"line_id" json:"line_id,string"`
-	Kind        string    `ch:"kind" json:"kind"`
-	ParseStatus string    `ch:"parse_status" json:"parse_status"`
-	Line        string    `ch:"line" json:"line"`
-}
-
-// NodeLimits are the limits of the boot in force on a node at a time.
-type NodeLimits struct {
-	Node              string    `ch:"node" json:"node"`
-	Role              string    `ch:"role" json:"role"`
-	BootTS            time.Time `ch:"boot_ts" json:"boot_ts"`
-	BootID            string    `ch:"boot_id" json:"boot_id"`
-	Version           string    `ch:"sglang_version" json:"sglang_version"`
-	ContextLen        uint64    `ch:"context_len" json:"context_len"`
-	MaxTotalNumTokens uint64    `ch:"max_total_num_tokens" json:"max_total_num_tokens"`
-	MaxReqInputLen    uint64    `ch:"max_req_input_len" json:"max_req_input_len"`
-	MaxPrefillTokens  uint64    `ch:"max_prefill_tokens" json:"max_prefill_tokens"`
-	MaxRunning        uint64    `ch:"max_running_requests" json:"max_running_requests"`
-	KVPoolTokens      uint64    `ch:"kv_pool_tokens" json:"kv_pool_tokens"`
-	PageSize          uint32    `ch:"page_size" json:"page_size"`
-	DPSize            uint16    `ch:"dp_size" json:"dp_size"`
-	AllowAutoTruncate uint8     `ch:"allow_auto_truncate" json:"allow_auto_truncate"`
-}
-
-// PoolSmaller reports a KV pool smaller than the context length: a prompt
-// can pass the context check and still not fit the pool.
-func (n NodeLimits) PoolSmaller() bool { return n.MaxTotalNumTokens < n.ContextLen }
-
-// ContextRow is another request on the same decode instance and rank near
-// the request being viewed.
-type ContextRow struct {
-	TS        time.Time `ch:"ts" json:"ts"`
-	TSNS      uint64    `ch:"ts_ns" json:"ts_ns,string"`
-	Event     string    `ch:"event" json:"event"`
-	RID       string    `ch:"rid" json:"rid"`
-	Room      uint64    `ch:"ctx_room" json:"bootstrap_room,string"`
-	Prompt    uint64    `ch:"prompt_tokens" json:"prompt_tokens"`
-	Finish    string    `ch:"finish_type" json:"finish_type"`
-	Tenant    string    `ch:"gw_tenant" json:"tenant"`
-	RequestID string    `ch:"gw_request_id" json:"request_id"`
-	LineID    uint64    `ch:"line_id" json:"line_id,string"`
-	Same      bool      `json:"same_request"`
-}
-
-// Timeline is everything the request page shows.
-type Timeline struct {
-	Request        RequestRow      `json:"request"`
-	Events         []TimelineEvent `json:"events"`
-	Lines          []RawLine       `json:"evidence_lines"`
-	Limits         []NodeLimits    `json:"limits"`
-	Findings       []Finding       `json:"findings"`
-	DecodeNode     string          `json:"decode_node"`
-	DecodeRank     int16           `json:"decode_dp_rank"`
-	ContextSeconds int             `json:"context_seconds"`
-	Context        []ContextRow    `json:"context"`
-	// Sources are the tenants on the other side of this request, from the
-	// affected reconstruction; OwnDataOnly marks a request served from
-	// stale pages that held only its own tenant's data.
-	Sources     []Source `json:"sources"`
-	OwnDataOnly bool     `json:"own_data_only"`
-	// Pool is the decode rank's KV pool usage from its batch lines around
-	// the request (±poolWindow).
-	Pool []PoolPoint `json:"decode_pool"`
-}
-
-// PoolPoint is one batch line's pool usage on a decode rank.
-type PoolPoint struct {
-	TS      time.Time `ch:"ts" json:"ts"`
-	TSNS    uint64    `ch:"ts_ns" json:"ts_ns,string"`
-	Usage   float64   `ch:"token_usage" json:"token_usage"`
-	Tokens  uint64    `ch:"num_token" json:"num_token"`
-	Running int32     `ch:"running_req" json:"running_req"`
-	LineID  uint64    `ch:"line_id" json:"line_id,string"`
-}
-
-// poolWindow is how far around a request its decode rank's pool is drawn.
-const poolWindow = 5 * time.Minute
-
 // decodePool reads the rank's batch lines by (node, ts range): a key read.
-func (s chStore) decodePool(ctx context.Context, node string, rank int16, t time.Time) ([]PoolPoint, error) {
-	var out []PoolPoint
-	err := s.c.Select(ctx, &out, `SELECT ts, ts_ns, token_usage, num_token, running_req, line_id FROM batch_stats
+func (s UIStore) decodePool(ctx context.Context, node string, rank int16, t time.Time) ([]domain.PoolPoint, error) {
+	var out []domain.PoolPoint
+	err := s.Store.Select(ctx, &out, `SELECT ts, ts_ns, token_usage, num_token, running_req, line_id FROM batch_stats
 WHERE node = ? AND ts >= ? AND ts <= ? AND (dp_rank = ? OR dp_rank < 0)
-ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, utc(t).Add(-poolWindow), utc(t).Add(poolWindow), rank)
+ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, uiUTC(t).Add(-domain.DecodePoolWindow), uiUTC(t).Add(domain.DecodePoolWindow), rank)
 	if err != nil {
 		return nil, fmt.Errorf("decode pool: %w", err)
 	}
 	return out, nil
 }
 
-type engineEventRow struct {
+type uiEngineEventRow struct {
 	TS         time.Time `ch:"ts"`
 	TSNS       uint64    `ch:"ts_ns"`
 	Node       string    `ch:"node"`
@@ -143,7 +43,7 @@ type engineEventRow struct {
 	LineID     uint64    `ch:"line_id"`
 }
 
-type transferEventRow struct {
+type uiTransferEventRow struct {
 	TS     time.Time `ch:"ts"`
 	TSNS   uint64    `ch:"ts_ns"`
 	Node   string    `ch:"node"`
@@ -158,14 +58,14 @@ type transferEventRow struct {
 	LineID uint64    `ch:"line_id"`
 }
 
-// requestSlack bounds the engine-side search around a gateway response: the
+// uiRequestSlack bounds the engine-side search around a gateway response: the
 // engines logged the request before the gateway answered, and clocks skew.
-const requestSlack = time.Hour
+const uiRequestSlack = time.Hour
 
-const rawCols = `ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line_no, line_id, kind, parse_status, line`
+const uiRawCols = `ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line_no, line_id, kind, parse_status, line`
 
-// idRef is where an id was seen: an id_index row.
-type idRef struct {
+// uiIdRef is where an id was seen: an id_index row.
+type uiIdRef struct {
 	ID     string    `ch:"id"`
 	Kind   string    `ch:"id_kind"`
 	Node   string    `ch:"node"`
@@ -175,7 +75,7 @@ type idRef struct {
 
 // idRefs reads id_index for ids of the given kinds: a primary-key read
 // (the table is sorted by id, id_kind), whatever the size of the data.
-func (s chStore) idRefs(ctx context.Context, kinds []string, ids []string) ([]idRef, error) {
+func (s UIStore) idRefs(ctx context.Context, kinds []string, ids []string) ([]uiIdRef, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -186,9 +86,9 @@ func (s chStore) idRefs(ctx context.Context, kinds []string, ids []string) ([]id
 		args = append(args, id)
 	}
 	args = append(args, kinds)
-	var out []idRef
-	err := s.c.Select(ctx, &out, `SELECT id, id_kind, node, ts, line_id FROM id_index
-WHERE id IN (`+placeholders(len(ids))+`) AND has(?, id_kind) LIMIT 10000`, args...)
+	var out []uiIdRef
+	err := s.Store.Select(ctx, &out, `SELECT id, id_kind, node, ts, line_id FROM id_index
+WHERE id IN (`+uiPlaceholders(len(ids))+`) AND has(?, id_kind) LIMIT 10000`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("id index: %w", err)
 	}
@@ -199,37 +99,37 @@ WHERE id IN (`+placeholders(len(ids))+`) AND has(?, id_kind) LIMIT 10000`, args.
 // gateway line's time, which bounds the read of gateway_responses to the
 // partition and granules around it. Several rows (the same id from two
 // gateways) are resolved to the newest.
-func (s chStore) Request(ctx context.Context, requestID, tenant string) (RequestRow, error) {
+func (s UIStore) Request(ctx context.Context, requestID, tenant string) (domain.RequestRow, error) {
 	refs, err := s.idRefs(ctx, []string{"request_id"}, []string{requestID})
 	if err != nil {
-		return RequestRow{}, err
+		return domain.RequestRow{}, err
 	}
 	if len(refs) == 0 {
-		return RequestRow{}, errNotFound
+		return domain.RequestRow{}, uiNotFound
 	}
 	from, to := refs[0].TS, refs[0].TS
 	for _, r := range refs {
-		from, to = minTime(from, r.TS), maxTime(to, r.TS)
+		from, to = uiMinTime(from, r.TS), uiMaxTime(to, r.TS)
 	}
-	var rows []RequestRow
+	var rows []domain.RequestRow
 	// With the tenant this reads by the table's key (tenant, ts, ...);
 	// without it, the granules of the partition that may hold the time.
 	if tenant != "" {
-		err = s.c.Select(ctx, &rows, "SELECT "+requestCols+` FROM gateway_responses
-WHERE tenant = ? AND ts >= ? AND ts <= ? AND request_id = ? ORDER BY ts_ns DESC LIMIT 1`, tenant, utc(from), utc(to).Add(time.Second), requestID)
+		err = s.Store.Select(ctx, &rows, "SELECT "+uiRequestCols+` FROM gateway_responses
+WHERE tenant = ? AND ts >= ? AND ts <= ? AND request_id = ? ORDER BY ts_ns DESC LIMIT 1`, tenant, uiUTC(from), uiUTC(to).Add(time.Second), requestID)
 		if err != nil {
-			return RequestRow{}, fmt.Errorf("request: %w", err)
+			return domain.RequestRow{}, fmt.Errorf("request: %w", err)
 		}
 	}
 	if len(rows) == 0 {
-		err = s.c.Select(ctx, &rows, "SELECT "+requestCols+` FROM gateway_responses
-PREWHERE request_id = ? WHERE ts >= ? AND ts <= ? ORDER BY ts_ns DESC LIMIT 1`, requestID, utc(from), utc(to).Add(time.Second))
+		err = s.Store.Select(ctx, &rows, "SELECT "+uiRequestCols+` FROM gateway_responses
+PREWHERE request_id = ? WHERE ts >= ? AND ts <= ? ORDER BY ts_ns DESC LIMIT 1`, requestID, uiUTC(from), uiUTC(to).Add(time.Second))
 		if err != nil {
-			return RequestRow{}, fmt.Errorf("request: %w", err)
+			return domain.RequestRow{}, fmt.Errorf("request: %w", err)
 		}
 	}
 	if len(rows) == 0 {
-		return RequestRow{}, errNotFound
+		return domain.RequestRow{}, uiNotFound
 	}
 	return rows[0], nil
 }
@@ -240,9 +140,9 @@ PREWHERE request_id = ? WHERE ts >= ? AND ts <= ? ORDER BY ts_ns DESC LIMIT 1`, 
 // or older versions, so "LIMIT 1 BY line_id", "ORDER BY version DESC" or a
 // map by line id does the folding.
 
-// factRow is the part of a request_facts row the request page reads: the
+// uiFactRow is the part of a request_facts row the request page reads: the
 // correlation ingest and analyze already made, so the page does not redo it.
-type factRow struct {
+type uiFactRow struct {
 	PrefillNode string   `ch:"prefill_node"`
 	PrefillRID  string   `ch:"prefill_rid"`
 	DecodeNode  string   `ch:"decode_node"`
@@ -253,10 +153,10 @@ type factRow struct {
 
 // fact reads the request's request_facts row (the newest version), bounded
 // to the partition of the gateway's time.
-func (s chStore) fact(ctx context.Context, req RequestRow) (*factRow, error) {
-	var out []factRow
-	t := utc(req.TS)
-	err := s.c.Select(ctx, &out, `SELECT prefill_node, prefill_rid, decode_node, decode_rid, decode_dp_rank, line_ids
+func (s UIStore) fact(ctx context.Context, req domain.RequestRow) (*uiFactRow, error) {
+	var out []uiFactRow
+	t := uiUTC(req.TS)
+	err := s.Store.Select(ctx, &out, `SELECT prefill_node, prefill_rid, decode_node, decode_rid, decode_dp_rank, line_ids
 FROM request_facts WHERE tenant = ? AND request_key = ? AND ts >= ? AND ts <= ? ORDER BY version DESC LIMIT 1`,
 		req.Tenant, req.RequestID, t, t.Add(time.Second))
 	if err != nil {
@@ -268,32 +168,24 @@ FROM request_facts WHERE tenant = ? AND request_key = ? AND ts >= ? AND ts <= ? 
 	return &out[0], nil
 }
 
-// span is a time range of lines to read (a ts range on tables sorted by
-// (node, ts, ...): node is low-cardinality, so ClickHouse reads only the
-// granules in the range, per node), on the given nodes if any are known.
-type span struct {
-	From, To time.Time
-	Nodes    []string
-}
-
-// lineSlack widens a request's known line times: lines without an id of
+// uiLineSlack widens a request's known line times: lines without an id of
 // their own (a rejection message) sit close to the ones with one.
-const lineSlack = 2 * time.Minute
+const uiLineSlack = 2 * time.Minute
 
 // RequestTimeline assembles the swimlanes of one request from keys only:
 // id_index for the gateway line and the request's room and rids,
 // request_facts for every line ingest or analysis linked to it (including
 // lines that carry no id, like a prefill rejection), then the event tables
 // and raw_lines by (time range, line id).
-func (s chStore) RequestTimeline(ctx context.Context, requestID, tenant string, contextWindow time.Duration) (*Timeline, error) {
+func (s UIStore) RequestTimeline(ctx context.Context, requestID, tenant string, contextWindow time.Duration) (*domain.Timeline, error) {
 	req, err := s.Request(ctx, requestID, tenant)
 	if err != nil {
 		return nil, err
 	}
-	tl := &Timeline{Request: req, ContextSeconds: int(contextWindow.Seconds()), DecodeRank: -1}
-	tl.Events = append(tl.Events, TimelineEvent{Lane: "gateway", TS: req.TS, TSNS: req.TSNS, Node: req.Gateway, DPRank: -1,
+	tl := &domain.Timeline{Request: req, ContextSeconds: int(contextWindow.Seconds()), DecodeRank: -1}
+	tl.Events = append(tl.Events, domain.TimelineEvent{Lane: "gateway", TS: req.TS, TSNS: req.TSNS, Node: req.Gateway, DPRank: -1,
 		Event: fmt.Sprintf("response %d", req.Status), Detail: fmt.Sprintf("prompt %d, completion %d, cached %d, ttft %.0f ms, %.0f ms",
-			req.PromptTokens, req.CompletionTokens, req.CachedTokens, req.TTFTMS, req.DurationMS), LineID: U64(req.LineID)})
+			req.PromptTokens, req.CompletionTokens, req.CachedTokens, req.TTFTMS, req.DurationMS), LineID: domain.U64(req.LineID)})
 	f, err := s.fact(ctx, req)
 	if err != nil {
 		return nil, err
@@ -324,8 +216,8 @@ func (s chStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	var nodes map[string]time.Time
-	var limits []NodeLimits
-	var decodeAt decodeRef
+	var limits []domain.NodeLimits
+	var decodeAt uiDecodeRef
 	wg.Add(4)
 	go func() {
 		defer wg.Done()
@@ -386,7 +278,7 @@ func (s chStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 	if tl.Sources, tl.OwnDataOnly, err = s.sourcesFor(ctx, req.RequestID, req.Tenant, fids); err != nil {
 		return nil, err
 	}
-	fillForeign(tl.Findings, tl.Sources)
+	uiFillForeign(tl.Findings, tl.Sources)
 	sort.SliceStable(tl.Events, func(i, j int) bool { return tl.Events[i].TSNS < tl.Events[j].TSNS })
 	for i := range tl.Context {
 		tl.Context[i].Same = tl.Context[i].Room == req.Room
@@ -394,8 +286,8 @@ func (s chStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 	return tl, nil
 }
 
-// decodeRef is the decode instance and rank a request ran on.
-type decodeRef struct {
+// uiDecodeRef is the decode instance and rank a request ran on.
+type uiDecodeRef struct {
 	Node string
 	Rank int16
 }
@@ -403,57 +295,57 @@ type decodeRef struct {
 // requestLines reads the request's lines: those the fact linked (ids) and
 // those carrying its room or rids (keys) near its time, then the engine
 // and transfer events among them.
-func (s chStore) requestLines(ctx context.Context, tl *Timeline, ids map[uint64]bool, keys, nodes []string) (map[string]time.Time, decodeRef, error) {
+func (s UIStore) requestLines(ctx context.Context, tl *domain.Timeline, ids map[uint64]bool, keys, nodes []string) (map[string]time.Time, uiDecodeRef, error) {
 	req := tl.Request
 	// The room and rids add lines the correlator may not have linked (a
 	// transfer retry); only those near the request count, as rids and
 	// rooms are reused over weeks.
-	refs, err := s.idRefs(ctx, []string{"room", "rid"}, uniqStrings(keys))
+	refs, err := s.idRefs(ctx, []string{"room", "rid"}, uiUniqStrings(keys))
 	if err != nil {
-		return nil, decodeRef{}, err
+		return nil, uiDecodeRef{}, err
 	}
-	sp := span{From: utc(req.TS).Add(-lineSlack), To: utc(req.TS).Add(lineSlack), Nodes: append([]string{req.Gateway}, nodes...)}
+	sp := domain.LineSpan{From: uiUTC(req.TS).Add(-uiLineSlack), To: uiUTC(req.TS).Add(uiLineSlack), Nodes: append([]string{req.Gateway}, nodes...)}
 	for _, r := range refs {
-		if r.TS.Before(req.TS.Add(-requestSlack)) || r.TS.After(req.TS.Add(requestSlack)) {
+		if r.TS.Before(req.TS.Add(-uiRequestSlack)) || r.TS.After(req.TS.Add(uiRequestSlack)) {
 			continue
 		}
 		ids[r.LineID] = true
-		sp.From, sp.To = minTime(sp.From, r.TS.Add(-lineSlack)), maxTime(sp.To, r.TS.Add(lineSlack))
+		sp.From, sp.To = uiMinTime(sp.From, r.TS.Add(-uiLineSlack)), uiMaxTime(sp.To, r.TS.Add(uiLineSlack))
 		sp.Nodes = append(sp.Nodes, r.Node)
 	}
-	sp.Nodes = uniqStrings(nonEmpty(sp.Nodes))
+	sp.Nodes = uiUniqStrings(uiNonEmpty(sp.Nodes))
 	lineIDs := make([]uint64, 0, len(ids))
 	for id := range ids {
 		lineIDs = append(lineIDs, id)
 	}
 	sort.Slice(lineIDs, func(i, j int) bool { return lineIDs[i] < lineIDs[j] })
 	if tl.Lines, err = s.Lines(ctx, lineIDs, sp); err != nil {
-		return nil, decodeRef{}, err
+		return nil, uiDecodeRef{}, err
 	}
 	// The event tables are read over the span and nodes the lines were
 	// found in.
 	if len(tl.Lines) > 0 {
-		sp = span{From: tl.Lines[0].TS, To: tl.Lines[0].TS}
+		sp = domain.LineSpan{From: tl.Lines[0].TS, To: tl.Lines[0].TS}
 	}
 	for _, l := range tl.Lines {
-		sp.From, sp.To = minTime(sp.From, l.TS), maxTime(sp.To, l.TS)
+		sp.From, sp.To = uiMinTime(sp.From, l.TS), uiMaxTime(sp.To, l.TS)
 		sp.Nodes = append(sp.Nodes, l.Node)
 	}
-	sp.Nodes = uniqStrings(sp.Nodes)
+	sp.Nodes = uiUniqStrings(sp.Nodes)
 	return s.requestEvents(ctx, tl, lineIDs, sp)
 }
 
 // requestEvents adds the engine and transfer events among lineIDs to the
 // timeline and returns the engine nodes seen, with a time on each.
-func (s chStore) requestEvents(ctx context.Context, tl *Timeline, lineIDs []uint64, sp span) (map[string]time.Time, decodeRef, error) {
+func (s UIStore) requestEvents(ctx context.Context, tl *domain.Timeline, lineIDs []uint64, sp domain.LineSpan) (map[string]time.Time, uiDecodeRef, error) {
 	nodes := map[string]time.Time{}
-	var decodeAt decodeRef
-	where, args := spanWhere([]span{sp})
+	var decodeAt uiDecodeRef
+	where, args := uiSpanWhere([]domain.LineSpan{sp})
 	if where == "" {
 		return nodes, decodeAt, nil
 	}
-	var ev []engineEventRow
-	err := s.c.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
+	var ev []uiEngineEventRow
+	err := s.Store.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
  cached_tokens, limit_tokens, finish_type, finish_message, status_code, line_id
 FROM engine_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, append(args, lineIDs)...)
 	if err != nil {
@@ -465,7 +357,7 @@ FROM engine_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY
 			lane = "decode"
 		}
 		if e.Role == "decode" && decodeAt.Node == "" {
-			decodeAt = decodeRef{e.Node, e.DPRank}
+			decodeAt = uiDecodeRef{e.Node, e.DPRank}
 		}
 		nodes[e.Node] = e.TS
 		d := fmt.Sprintf("prompt %d", e.Prompt)
@@ -481,11 +373,11 @@ FROM engine_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY
 		if e.Message != "" {
 			d += ": " + e.Message
 		}
-		tl.Events = append(tl.Events, TimelineEvent{Lane: lane, TS: e.TS, TSNS: e.TSNS, Node: e.Node, DPRank: e.DPRank,
-			Event: e.Event, RID: e.RID, Detail: d, LineID: U64(e.LineID)})
+		tl.Events = append(tl.Events, domain.TimelineEvent{Lane: lane, TS: e.TS, TSNS: e.TSNS, Node: e.Node, DPRank: e.DPRank,
+			Event: e.Event, RID: e.RID, Detail: d, LineID: domain.U64(e.LineID)})
 	}
-	var tr []transferEventRow
-	err = s.c.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
+	var tr []uiTransferEventRow
+	err = s.Store.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
 FROM transfer_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, append(args, lineIDs)...)
 	if err != nil {
 		return nil, decodeAt, fmt.Errorf("transfer events: %w", err)
@@ -498,8 +390,8 @@ FROM transfer_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 
 		if e.Peer != "" {
 			d += " peer " + e.Peer
 		}
-		tl.Events = append(tl.Events, TimelineEvent{Lane: "transfer", TS: e.TS, TSNS: e.TSNS, Node: e.Node, DPRank: e.DPRank,
-			Event: e.Source + " " + e.Event, RID: e.RID, Detail: d, LineID: U64(e.LineID)})
+		tl.Events = append(tl.Events, domain.TimelineEvent{Lane: "transfer", TS: e.TS, TSNS: e.TSNS, Node: e.Node, DPRank: e.DPRank,
+			Event: e.Source + " " + e.Event, RID: e.RID, Detail: d, LineID: domain.U64(e.LineID)})
 	}
 	return nodes, decodeAt, nil
 }
@@ -510,18 +402,18 @@ FROM transfer_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 
 // are looked up near the boots that cite them (node_boots.line_ids: boot
 // lines are evidence of the limits) and, last, by a scan of line ids,
 // which is slow at scale and logged by the caller's timing.
-func (s chStore) Lines(ctx context.Context, ids []uint64, near ...span) ([]RawLine, error) {
+func (s UIStore) Lines(ctx context.Context, ids []uint64, near ...domain.LineSpan) ([]domain.EvidenceLine, error) {
 	return s.linesOn(ctx, ids, nil, near...)
 }
 
 // linesOn is Lines with the nodes the lines are known to be on: before
 // the last resort, the lines still missing are looked for on those nodes
 // only (node leads raw_lines' key, so that reads their part of the table).
-func (s chStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near ...span) ([]RawLine, error) {
+func (s UIStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near ...domain.LineSpan) ([]domain.EvidenceLine, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	var out []RawLine
+	var out []domain.EvidenceLine
 	want := map[uint64]bool{}
 	for _, id := range ids {
 		want[id] = true
@@ -531,8 +423,8 @@ func (s chStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 		for id := range want {
 			missing = append(missing, id)
 		}
-		var got []RawLine
-		if err := s.c.Select(ctx, &got, "SELECT "+rawCols+" FROM raw_lines WHERE "+where+" AND has(?, line_id)",
+		var got []domain.EvidenceLine
+		if err := s.Store.Select(ctx, &got, "SELECT "+uiRawCols+" FROM raw_lines WHERE "+where+" AND has(?, line_id)",
 			append(args, missing)...); err != nil {
 			return fmt.Errorf("raw lines: %w", err)
 		}
@@ -544,7 +436,7 @@ func (s chStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 		}
 		return nil
 	}
-	if w, args := spanWhere(near); w != "" {
+	if w, args := uiSpanWhere(near); w != "" {
 		if err := read(w, args...); err != nil {
 			return nil, err
 		}
@@ -554,18 +446,18 @@ func (s chStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 		if err != nil {
 			return nil, err
 		}
-		if w, args := spanWhere(boots); w != "" {
+		if w, args := uiSpanWhere(boots); w != "" {
 			if err := read(w, args...); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if nodes = uniqStrings(nonEmpty(nodes)); len(want) > 0 && len(nodes) > 0 {
+	if nodes = uiUniqStrings(uiNonEmpty(nodes)); len(want) > 0 && len(nodes) > 0 {
 		args := make([]any, len(nodes))
 		for i, n := range nodes {
 			args[i] = n
 		}
-		if err := read("node IN ("+placeholders(len(nodes))+")", args...); err != nil {
+		if err := read("node IN ("+uiPlaceholders(len(nodes))+")", args...); err != nil {
 			return nil, err
 		}
 	}
@@ -583,8 +475,8 @@ func (s chStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 	return out, nil
 }
 
-// spanWhere is "(ts in span1 OR ts in span2 ...)".
-func spanWhere(spans []span) (string, []any) {
+// uiSpanWhere is "(ts in span1 OR ts in span2 ...)".
+func uiSpanWhere(spans []domain.LineSpan) (string, []any) {
 	var parts []string
 	var args []any
 	for _, sp := range spans {
@@ -593,14 +485,14 @@ func spanWhere(spans []span) (string, []any) {
 		}
 		if len(sp.Nodes) == 0 {
 			parts = append(parts, "(ts >= ? AND ts <= ?)")
-			args = append(args, utc(sp.From), utc(sp.To).Add(time.Second))
+			args = append(args, uiUTC(sp.From), uiUTC(sp.To).Add(time.Second))
 			continue
 		}
-		parts = append(parts, "(node IN ("+placeholders(len(sp.Nodes))+") AND ts >= ? AND ts <= ?)")
+		parts = append(parts, "(node IN ("+uiPlaceholders(len(sp.Nodes))+") AND ts >= ? AND ts <= ?)")
 		for _, n := range sp.Nodes {
 			args = append(args, n)
 		}
-		args = append(args, utc(sp.From), utc(sp.To).Add(time.Second))
+		args = append(args, uiUTC(sp.From), uiUTC(sp.To).Add(time.Second))
 	}
 	if len(parts) == 0 {
 		return "", nil
@@ -608,12 +500,12 @@ func spanWhere(spans []span) (string, []any) {
 	return "(" + strings.Join(parts, " OR ") + ")", args
 }
 
-// bootLineSpan: a boot's startup lines (server args, pool sizes) are
+// uiBootLineSpan: a boot's startup lines (server args, pool sizes) are
 // logged within minutes of its first line.
-const bootLineSpan = 15 * time.Minute
+const uiBootLineSpan = 15 * time.Minute
 
 // bootSpans are the startup spans of the boots that cite any of ids.
-func (s chStore) bootSpans(ctx context.Context, ids map[uint64]bool) ([]span, error) {
+func (s UIStore) bootSpans(ctx context.Context, ids map[uint64]bool) ([]domain.LineSpan, error) {
 	list := make([]uint64, 0, len(ids))
 	for id := range ids {
 		list = append(list, id)
@@ -621,36 +513,31 @@ func (s chStore) bootSpans(ctx context.Context, ids map[uint64]bool) ([]span, er
 	var rows []struct {
 		TS time.Time `ch:"boot_ts"`
 	}
-	if err := s.c.Select(ctx, &rows, "SELECT boot_ts FROM node_boots WHERE hasAny(line_ids, ?) LIMIT 100", list); err != nil {
+	if err := s.Store.Select(ctx, &rows, "SELECT boot_ts FROM node_boots WHERE hasAny(line_ids, ?) LIMIT 100", list); err != nil {
 		return nil, fmt.Errorf("boot lines: %w", err)
 	}
-	out := make([]span, len(rows))
+	out := make([]domain.LineSpan, len(rows))
 	for i, r := range rows {
-		out[i] = span{From: r.TS.Add(-time.Minute), To: r.TS.Add(bootLineSpan)}
+		out[i] = domain.LineSpan{From: r.TS.Add(-time.Minute), To: r.TS.Add(uiBootLineSpan)}
 	}
 	return out, nil
 }
 
-// placeholders is "?, ?, ..." (n of them).
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}
-
-func minTime(a, b time.Time) time.Time {
+func uiMinTime(a, b time.Time) time.Time {
 	if b.Before(a) {
 		return b
 	}
 	return a
 }
 
-func maxTime(a, b time.Time) time.Time {
+func uiMaxTime(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
 	}
 	return a
 }
 
-func uniqStrings(v []string) []string {
+func uiUniqStrings(v []string) []string {
 	seen := map[string]bool{}
 	out := v[:0:0]
 	for _, x := range v {
@@ -664,8 +551,8 @@ func uniqStrings(v []string) []string {
 
 // limitsAt is, per node, the boot in force at t: its latest boot at or
 // before t (the most complete version of it: node_boots folds on facts).
-func (s chStore) limitsAt(ctx context.Context, nodes []string, t time.Time) ([]NodeLimits, error) {
-	nodes = uniqStrings(nonEmpty(nodes))
+func (s UIStore) limitsAt(ctx context.Context, nodes []string, t time.Time) ([]domain.NodeLimits, error) {
+	nodes = uiUniqStrings(uiNonEmpty(nodes))
 	if len(nodes) == 0 {
 		return nil, nil
 	}
@@ -673,11 +560,11 @@ func (s chStore) limitsAt(ctx context.Context, nodes []string, t time.Time) ([]N
 	for _, n := range nodes {
 		args = append(args, n)
 	}
-	args = append(args, utc(t).Add(time.Second))
-	var out []NodeLimits
-	err := s.c.Select(ctx, &out, `SELECT node, role, boot_ts, boot_id, sglang_version, context_len, max_total_num_tokens,
+	args = append(args, uiUTC(t).Add(time.Second))
+	var out []domain.NodeLimits
+	err := s.Store.Select(ctx, &out, `SELECT node, role, boot_ts, boot_id, sglang_version, context_len, max_total_num_tokens,
  max_req_input_len, max_prefill_tokens, max_running_requests, kv_pool_tokens, page_size, dp_size, allow_auto_truncate
-FROM node_boots WHERE node IN (`+placeholders(len(nodes))+`) AND boot_ts <= ?
+FROM node_boots WHERE node IN (`+uiPlaceholders(len(nodes))+`) AND boot_ts <= ?
 ORDER BY node, boot_ts DESC, facts DESC LIMIT 1 BY node`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("node limits: %w", err)
@@ -685,7 +572,7 @@ ORDER BY node, boot_ts DESC, facts DESC LIMIT 1 BY node`, args...)
 	return out, nil
 }
 
-func nonEmpty(v []string) []string {
+func uiNonEmpty(v []string) []string {
 	out := v[:0:0]
 	for _, x := range v {
 		if x != "" {
@@ -695,18 +582,18 @@ func nonEmpty(v []string) []string {
 	return out
 }
 
-// contextGatewaySlack: a gateway logs its response after the decode rank
+// uiContextGatewaySlack: a gateway logs its response after the decode rank
 // finished the request, minutes later for a long generation.
-const contextGatewaySlack = 10 * time.Minute
+const uiContextGatewaySlack = 10 * time.Minute
 
 // decodeContext lists the engine events on node/rank within ±window of t
 // (a primary-key range), then the tenant and gateway request id of each
 // of their rooms. gateway_responses is sorted by tenant first, so its read
 // is bounded by time and narrowed to those rooms before any grouping.
-func (s chStore) decodeContext(ctx context.Context, node string, rank int16, t time.Time, window time.Duration) ([]ContextRow, error) {
-	from, to := utc(t).Add(-window-time.Minute), utc(t).Add(window)
-	var out []ContextRow
-	err := s.c.Select(ctx, &out, `SELECT ts, ts_ns, event, rid, bootstrap_room AS ctx_room, prompt_tokens, finish_type, '' AS gw_tenant,
+func (s UIStore) decodeContext(ctx context.Context, node string, rank int16, t time.Time, window time.Duration) ([]domain.ContextRow, error) {
+	from, to := uiUTC(t).Add(-window-time.Minute), uiUTC(t).Add(window)
+	var out []domain.ContextRow
+	err := s.Store.Select(ctx, &out, `SELECT ts, ts_ns, event, rid, bootstrap_room AS ctx_room, prompt_tokens, finish_type, '' AS gw_tenant,
  '' AS gw_request_id, line_id
 FROM engine_events
 WHERE node = ? AND dp_rank = ? AND ts >= ? AND ts <= ? AND bootstrap_room != 0
@@ -730,11 +617,11 @@ ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, rank, from, to)
 		Tenant string `ch:"tenant"`
 		ID     string `ch:"request_id"`
 	}
-	err = s.c.Select(ctx, &gw, `SELECT bootstrap_room, any(tenant) AS tenant, any(request_id) AS request_id
+	err = s.Store.Select(ctx, &gw, `SELECT bootstrap_room, any(tenant) AS tenant, any(request_id) AS request_id
 FROM gateway_responses
-PREWHERE bootstrap_room IN (`+placeholders(len(args))+`)
+PREWHERE bootstrap_room IN (`+uiPlaceholders(len(args))+`)
 WHERE ts >= ? AND ts <= ?
-GROUP BY bootstrap_room`, append(args, from, to.Add(contextGatewaySlack))...)
+GROUP BY bootstrap_room`, append(args, from, to.Add(uiContextGatewaySlack))...)
 	if err != nil {
 		return nil, fmt.Errorf("decode context requests: %w", err)
 	}

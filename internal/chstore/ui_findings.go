@@ -1,0 +1,190 @@
+package chstore
+
+import (
+	"github.com/kvtrail/kvtrail/domain"
+
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+func uiNonNilStrings(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+const uiFindingCols = `finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts, first_ts, last_ts,
+ request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node, decode_dp_rank, title,
+ explanation, foreign_tenants, evidence_line_ids`
+
+func uiFixFindings(fs []domain.FindingView) []domain.FindingView {
+	for i := range fs {
+		fs[i].Evidence = uiToU64s(fs[i].EvidenceIDs)
+	}
+	return fs
+}
+
+type uiFindingCursor struct {
+	T int64  `json:"t"`
+	I string `json:"i"`
+}
+
+// currentVersions are the runs whose findings the UI shows, read through
+// CurrentFindingsFrom: the rule `kvtrail findings` and the
+// notification list use (each analyzer's latest analysis plus what live
+// rounds found since, one copy per id), so a finding stored by several
+// runs is shown once and a live round does not hide earlier findings.
+func (s UIStore) currentVersions(ctx context.Context) ([]string, error) {
+	v, err := s.CurrentRunIDs(ctx)
+	return uiNonNilStrings(v), err
+}
+
+// uiCurrentFindings is the FROM expression of the current findings.
+const uiCurrentFindings = CurrentFindingsFrom
+
+// uiFindingWhere narrows findings to q: the table expression to read (the
+// current findings, or with q.RunID the findings of that one run) and the
+// conditions, with their arguments in order.
+func uiFindingWhere(q domain.FindingQuery, versions []string) (from, where string, args []any) {
+	w := []string{"1"}
+	from = "findings"
+	if q.RunID == "" {
+		from = uiCurrentFindings
+		args = append(args, uiNonNilStrings(versions))
+	}
+	add := func(cond string, a ...any) { w = append(w, cond); args = append(args, a...) }
+	if q.Analyzer != "" {
+		add("analyzer = ?", q.Analyzer)
+	}
+	if q.Severity != "" {
+		add("upper(severity) = ?", strings.ToUpper(q.Severity))
+	}
+	if q.MinConfidence > 0 {
+		add("confidence >= ?", q.MinConfidence)
+	}
+	if q.RunID != "" {
+		add("run_id = ?", q.RunID)
+	}
+	if q.Tenant != "" {
+		add("(tenant = ? OR has(foreign_tenants, ?))", q.Tenant, q.Tenant)
+	}
+	if !q.From.IsZero() {
+		add("ts >= ?", uiUTC(q.From))
+	}
+	if !q.To.IsZero() {
+		add("ts <= ?", uiUTC(q.To))
+	}
+	return from, strings.Join(w, " AND "), args
+}
+
+// ListFindings pages with a keyset on (ts, finding_id), newest first.
+func (s UIStore) ListFindings(ctx context.Context, q domain.FindingQuery) (domain.FindingPage, error) {
+	page := domain.FindingPage{Query: q}
+	versions, err := s.currentVersions(ctx)
+	if err != nil {
+		return page, err
+	}
+	from, where, args := uiFindingWhere(q, versions)
+	if err := s.Store.QueryRow(ctx, "SELECT count() FROM "+from+" WHERE "+where, args...).Scan(&page.Total); err != nil {
+		return page, fmt.Errorf("count findings: %w", err)
+	}
+	if q.Cursor != "" {
+		var cur uiFindingCursor
+		if err := uiDecodeCursor(q.Cursor, &cur); err != nil {
+			return page, err
+		}
+		t := time.Unix(cur.T, 0).UTC()
+		where += " AND (ts < ? OR (ts = ? AND finding_id < ?))"
+		args = append(args, t, t, cur.I)
+	}
+	sql := "SELECT " + uiFindingCols + " FROM " + from + " WHERE " + where + " ORDER BY ts DESC, finding_id DESC LIMIT ?"
+	if err := s.Store.Select(ctx, &page.Findings, sql, append(args, q.Limit+1)...); err != nil {
+		return page, fmt.Errorf("list findings: %w", err)
+	}
+	if len(page.Findings) > q.Limit {
+		page.Findings = page.Findings[:q.Limit]
+		last := page.Findings[len(page.Findings)-1]
+		page.Next = uiEncodeCursor(uiFindingCursor{T: last.TS.Unix(), I: last.FindingID})
+	}
+	uiFixFindings(page.Findings)
+	if err := s.fillForeignFromReconstruction(ctx, page.Findings); err != nil {
+		return page, err
+	}
+	var names []struct {
+		A string `ch:"a"`
+	}
+	if err := s.Store.Select(ctx, &names, "SELECT DISTINCT analyzer AS a FROM analyzer_runs ORDER BY a"); err != nil {
+		return page, fmt.Errorf("analyzers: %w", err)
+	}
+	for _, n := range names {
+		page.Analyzers = append(page.Analyzers, n.A)
+	}
+	return page, nil
+}
+
+// uiFillForeign sets a finding's foreign tenants from the reconstruction
+// where the analyzer left them empty.
+func uiFillForeign(fs []domain.FindingView, sources []domain.SourceTenant) {
+	for i := range fs {
+		if len(fs[i].ForeignTenants) > 0 {
+			continue
+		}
+		for _, s := range sources {
+			if s.Tenant != fs[i].Tenant && !uiContains(fs[i].ForeignTenants, s.Tenant) {
+				fs[i].ForeignTenants = append(fs[i].ForeignTenants, s.Tenant)
+			}
+		}
+	}
+}
+
+func (s UIStore) Finding(ctx context.Context, id string) (*domain.FindingDetail, error) {
+	var fs []domain.FindingView
+	// The same finding is stored once per run; the newest copy is shown.
+	if err := s.Store.Select(ctx, &fs, "SELECT "+uiFindingCols+" FROM findings WHERE finding_id = ? ORDER BY created_at DESC, run_id DESC LIMIT 1", id); err != nil {
+		return nil, fmt.Errorf("finding: %w", err)
+	}
+	if len(fs) == 0 {
+		return nil, uiNotFound
+	}
+	uiFixFindings(fs)
+	d := &domain.FindingDetail{Finding: fs[0]}
+	var err error
+	// Evidence sits around the finding's own times (boot lines are found
+	// through node_boots by Lines).
+	f := fs[0]
+	near := []domain.LineSpan{{From: f.TS.Add(-uiLineSlack), To: f.TS.Add(uiLineSlack)}, {From: f.FirstTS.Add(-uiLineSlack), To: f.FirstTS.Add(uiLineSlack)},
+		{From: f.LastTS.Add(-uiLineSlack), To: f.LastTS.Add(uiLineSlack)}}
+	if d.Lines, err = s.linesOn(ctx, f.EvidenceIDs, []string{f.PrefillNode, f.DecodeNode}, near...); err != nil {
+		return nil, err
+	}
+	key := f.GatewayRequestID
+	if key == "" {
+		key = f.RequestKey
+	}
+	if d.Sources, d.OwnDataOnly, err = s.sourcesFor(ctx, key, f.Tenant, []string{f.FindingID}); err != nil {
+		return nil, err
+	}
+	one := []domain.FindingView{d.Finding}
+	uiFillForeign(one, d.Sources)
+	d.Finding = one[0]
+	return d, nil
+}
+
+// findingsFor lists the findings on one request.
+func (s UIStore) findingsFor(ctx context.Context, r domain.RequestRow) ([]domain.FindingView, error) {
+	versions, err := s.currentVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var fs []domain.FindingView
+	err = s.Store.Select(ctx, &fs, "SELECT "+uiFindingCols+` FROM `+uiCurrentFindings+`
+WHERE (gateway_request_id = ? OR (bootstrap_room = ? AND bootstrap_room != 0) OR has(foreign_request_keys, ?))
+ORDER BY ts, finding_id LIMIT 500`, versions, r.RequestID, r.Room, r.RequestID)
+	if err != nil {
+		return nil, fmt.Errorf("findings for request: %w", err)
+	}
+	return uiFixFindings(fs), nil
+}
