@@ -70,8 +70,6 @@ type (
 	ManifestFile   = domain.ExportFile
 )
 
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
-
 func normalizeRoles(rows []AffectedRow) { domain.NormalizeRoles(rows) }
 
 // searchSorts are the sorts the search accepts.
