@@ -2,6 +2,8 @@ package chstore
 
 import (
 	"github.com/kvtrail/kvtrail/domain"
+	"sort"
+	"strconv"
 
 	"context"
 	"fmt"
@@ -140,18 +142,27 @@ func uiFillForeign(fs []domain.FindingView, sources []domain.SourceTenant) {
 	}
 }
 
+// Finding reads one finding (its newest copy) with its evidence lines and
+// the tenants on the other side: finding_keys gives its analyzer and time,
+// which make the read of findings a primary-key one.
 func (s UIStore) Finding(ctx context.Context, id string) (*domain.FindingDetail, error) {
-	var fs []domain.FindingView
-	// The same finding is stored once per run; the newest copy is shown.
-	if err := s.Store.Select(ctx, &fs, "SELECT "+uiFindingCols+" FROM findings WHERE finding_id = ? ORDER BY created_at DESC, run_id DESC LIMIT 1", id); err != nil {
-		return nil, fmt.Errorf("finding: %w", err)
+	fs, err := s.findingsByKeys(ctx, []string{"f:" + id}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(fs) == 0 {
+		// Not in finding_keys (written since migration 0007): the
+		// finding, if it exists, is found by a scan of findings.
+		// The same finding is stored once per run; the newest copy is shown.
+		if err := s.Store.Select(ctx, &fs, "SELECT "+uiFindingCols+" FROM findings WHERE finding_id = ? ORDER BY created_at DESC, run_id DESC LIMIT 1", id); err != nil {
+			return nil, fmt.Errorf("finding: %w", err)
+		}
 	}
 	if len(fs) == 0 {
 		return nil, uiNotFound
 	}
 	uiFixFindings(fs)
 	d := &domain.FindingDetail{Finding: fs[0]}
-	var err error
 	// Evidence sits around the finding's own times (boot lines are found
 	// through node_boots by Lines).
 	f := fs[0]
@@ -173,18 +184,83 @@ func (s UIStore) Finding(ctx context.Context, id string) (*domain.FindingDetail,
 	return d, nil
 }
 
-// findingsFor lists the findings on one request.
+// findingsFor lists the current findings on one request: those naming its
+// gateway request id (as their own or as a foreign request) or its room,
+// found through finding_keys.
 func (s UIStore) findingsFor(ctx context.Context, r domain.RequestRow) ([]domain.FindingView, error) {
 	versions, err := s.currentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var fs []domain.FindingView
-	err = s.Store.Select(ctx, &fs, "SELECT "+uiFindingCols+` FROM `+uiCurrentFindings+`
-WHERE (gateway_request_id = ? OR (bootstrap_room = ? AND bootstrap_room != 0) OR has(foreign_request_keys, ?))
-ORDER BY ts, finding_id LIMIT 500`, versions, r.RequestID, r.Room, r.RequestID)
+	keys := []string{"r:" + r.RequestID}
+	if r.Room != 0 {
+		keys = append(keys, "b:"+strconv.FormatUint(r.Room, 10))
+	}
+	fs, err := s.findingsByKeys(ctx, keys, versions)
 	if err != nil {
 		return nil, fmt.Errorf("findings for request: %w", err)
 	}
+	sort.Slice(fs, func(i, j int) bool {
+		if !fs[i].TS.Equal(fs[j].TS) {
+			return fs[i].TS.Before(fs[j].TS)
+		}
+		return fs[i].FindingID < fs[j].FindingID
+	})
 	return uiFixFindings(fs), nil
+}
+
+// uiFindingKeyLimit bounds the findings one page reads by key.
+const uiFindingKeyLimit = 500
+
+// findingsByKeys reads the findings finding_keys lists under keys, newest
+// copy of each; with runIDs, only copies those runs stored (the current
+// findings' rule). Both reads are by primary key: finding_keys by key, then
+// findings by (analyzer, ts range, finding_id).
+func (s UIStore) findingsByKeys(ctx context.Context, keys, runIDs []string) ([]domain.FindingView, error) {
+	var refs []struct {
+		ID       string    `ch:"finding_id"`
+		Analyzer string    `ch:"analyzer"`
+		From     time.Time `ch:"lo"`
+		To       time.Time `ch:"hi"`
+	}
+	// Literal IN lists: ClickHouse uses the primary key for them.
+	args := make([]any, 0, len(keys)+2)
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	cond := ""
+	if runIDs != nil {
+		cond, args = " AND has(?, run_id)", append(args, runIDs)
+	}
+	args = append(args, uiFindingKeyLimit)
+	if err := s.Store.Select(ctx, &refs, `SELECT finding_id, any(analyzer) AS analyzer, min(ts) AS lo, max(ts) AS hi FROM finding_keys
+WHERE key IN (`+uiPlaceholders(len(keys))+`)`+cond+` GROUP BY finding_id ORDER BY finding_id LIMIT ?`, args...); err != nil {
+		return nil, fmt.Errorf("finding keys: %w", err)
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	var ids, analyzers []any
+	seen := map[string]bool{}
+	from, to := refs[0].From, refs[0].To
+	for _, r := range refs {
+		ids = append(ids, r.ID)
+		if !seen[r.Analyzer] {
+			seen[r.Analyzer] = true
+			analyzers = append(analyzers, r.Analyzer)
+		}
+		from, to = uiMinTime(from, r.From), uiMaxTime(to, r.To)
+	}
+	// The range is widened by a second for DateTime's truncation.
+	q := "SELECT " + uiFindingCols + ` FROM findings
+WHERE analyzer IN (` + uiPlaceholders(len(analyzers)) + `) AND ts >= ? AND ts <= ? AND finding_id IN (` + uiPlaceholders(len(ids)) + `)`
+	args = append(append(analyzers, uiUTC(from), uiUTC(to).Add(time.Second)), ids...)
+	if runIDs != nil {
+		q, args = q+" AND has(?, run_id)", append(args, runIDs)
+	}
+	var fs []domain.FindingView
+	if err := s.Store.Select(ctx, &fs, q+" ORDER BY finding_id, created_at DESC, run_id DESC LIMIT 1 BY finding_id", args...); err != nil {
+		return nil, fmt.Errorf("findings by key: %w", err)
+	}
+	return fs, nil
 }
