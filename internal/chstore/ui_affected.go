@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/kvtrail/kvtrail/domain"
@@ -105,18 +106,36 @@ GROUP BY reconstruction_id ORDER BY max(created_at) DESC, rid DESC LIMIT 1`)
 // sourcesFor reads, from the latest reconstruction, the other side of a
 // request (requestKey, with its tenant) or of findings: the rows that share
 // a finding with it, other than the request's own tenant. A row's
-// counterparts (when the table has them) are used as they are.
+// counterparts (when the table has them) are used as they are. The rows
+// are found through affected_keys (a key read), not by searching every
+// row's request and finding arrays.
 func (s UIStore) sourcesFor(ctx context.Context, requestKey, tenant string, findingIDs []string) ([]domain.SourceTenant, bool, error) {
 	rid, err := s.latestReconstruction(ctx)
 	if err != nil || rid == "" {
 		return nil, false, err
 	}
-	var rows []domain.AffectedListRow
-	err = s.Store.Select(ctx, &rows, "SELECT "+uiAffectedCols+` FROM affected
-WHERE reconstruction_id = ? AND (has(request_keys, ?) OR hasAny(finding_ids, ?)) ORDER BY affected_role, tenant LIMIT 1000`,
-		rid, requestKey, uiNonNilStrings(findingIDs))
+	keys := []any{"r:" + requestKey}
+	for _, id := range findingIDs {
+		keys = append(keys, "f:"+id)
+	}
+	var hits []struct {
+		Role      string `ch:"affected_role"`
+		Tenant    string `ch:"tenant"`
+		ByRequest uint8  `ch:"by_request"`
+	}
+	err = s.Store.Select(ctx, &hits, `SELECT affected_role, tenant, max(key = ?) AS by_request FROM affected_keys
+WHERE reconstruction_id = ? AND key IN (`+uiPlaceholders(len(keys))+`)
+GROUP BY affected_role, tenant ORDER BY affected_role, tenant LIMIT 1000`, append([]any{"r:" + requestKey, rid}, keys...)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("sources: %w", err)
+	}
+	rows := make([]domain.AffectedListRow, len(hits))
+	mineByRequest := map[string]bool{}
+	for i, h := range hits {
+		rows[i] = domain.AffectedListRow{ReconstructionID: rid, StoredRole: h.Role, Tenant: h.Tenant}
+		if h.ByRequest == 1 {
+			mineByRequest[h.Role+"|"+h.Tenant] = true
+		}
 	}
 	if err := s.addTiers(ctx, rid, rows); err != nil {
 		return nil, false, err
@@ -132,7 +151,7 @@ WHERE reconstruction_id = ? AND (has(request_keys, ?) OR hasAny(finding_ids, ?))
 		}
 	}
 	for _, r := range rows {
-		mine := r.Tenant == tenant && uiContains(r.RequestKeys, requestKey)
+		mine := r.Tenant == tenant && mineByRequest[r.StoredRole+"|"+r.Tenant]
 		switch {
 		case mine && len(r.Counterparts) > 0:
 			other := domain.Exposed
@@ -174,7 +193,8 @@ func uiContains(v []string, x string) bool {
 
 // fillForeignFromReconstruction sets foreign_tenants on findings the
 // analyzer left empty: the tenants of the latest reconstruction's rows that
-// cite the finding, other than its own tenant. One read for a whole page.
+// cite the finding, other than its own tenant. One key read of
+// affected_keys for a whole page.
 func (s UIStore) fillForeignFromReconstruction(ctx context.Context, fs []domain.FindingView) error {
 	var ids []string
 	for _, f := range fs {
@@ -189,20 +209,24 @@ func (s UIStore) fillForeignFromReconstruction(ctx context.Context, fs []domain.
 	if err != nil || rid == "" {
 		return err
 	}
-	var rows []struct {
-		Tenant   string   `ch:"tenant"`
-		Findings []string `ch:"finding_ids"`
+	keys := make([]any, 0, len(ids)+1)
+	keys = append(keys, rid)
+	for _, id := range ids {
+		keys = append(keys, "f:"+id)
 	}
-	err = s.Store.Select(ctx, &rows, `SELECT tenant, finding_ids FROM affected
-WHERE reconstruction_id = ? AND hasAny(finding_ids, ?) ORDER BY tenant LIMIT 100000`, rid, ids)
+	var rows []struct {
+		Key    string `ch:"key"`
+		Tenant string `ch:"tenant"`
+	}
+	err = s.Store.Select(ctx, &rows, `SELECT DISTINCT key, tenant FROM affected_keys
+WHERE reconstruction_id = ? AND key IN (`+uiPlaceholders(len(ids))+`) ORDER BY key, tenant LIMIT 100000`, keys...)
 	if err != nil {
 		return fmt.Errorf("foreign tenants: %w", err)
 	}
 	by := map[string][]string{}
 	for _, r := range rows {
-		for _, id := range r.Findings {
-			by[id] = append(by[id], r.Tenant)
-		}
+		id := strings.TrimPrefix(r.Key, "f:")
+		by[id] = append(by[id], r.Tenant)
 	}
 	for i := range fs {
 		if len(fs[i].ForeignTenants) > 0 {

@@ -36,3 +36,29 @@ SELECT key, finding_id, analyzer, ts, run_id
 FROM {{if dist "findings"}}{{dist "findings"}}{{else}}{{table "findings"}}{{end}}
 ARRAY JOIN arrayFilter(k -> k NOT IN ('r:', 'b:0'), arrayConcat([concat('f:', finding_id), concat('r:', gateway_request_id),
  concat('b:', toString(bootstrap_room))], arrayMap(x -> concat('r:', x), foreign_request_keys))) AS key;
+-- affected_keys: the same for the notification list. The request and
+-- finding pages show the tenants on the other side of a request or finding
+-- from the latest reconstruction; reading them from affected means reading
+-- every row's request_keys and finding_ids arrays (millions of strings at
+-- incident scale). One row per request key ('r:') and finding id ('f:') of
+-- an affected row, with the row's role and tenant (affected's sort key).
+CREATE TABLE IF NOT EXISTS {{table "affected_keys"}} {{on_cluster}}
+(
+    reconstruction_id String,
+    key               String,
+    affected_role     LowCardinality(String),
+    tenant            String
+)
+ENGINE = {{engine "affected_keys" "ReplacingMergeTree()"}}
+PARTITION BY tuple()
+ORDER BY (reconstruction_id, key, affected_role, tenant)
+SETTINGS index_granularity = 1024;
+{{distributed "affected_keys" "cityHash64(reconstruction_id)"}}
+CREATE MATERIALIZED VIEW IF NOT EXISTS {{table "affected_keys_mv"}} {{on_cluster}} TO {{table "affected_keys"}}
+AS SELECT reconstruction_id, key, affected_role, tenant
+FROM {{table "affected"}}
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
+INSERT INTO {{if dist "affected_keys"}}{{dist "affected_keys"}}{{else}}{{table "affected_keys"}}{{end}} (reconstruction_id, key, affected_role, tenant)
+SELECT reconstruction_id, key, affected_role, tenant
+FROM {{if dist "affected"}}{{dist "affected"}}{{else}}{{table "affected"}}{{end}}
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
