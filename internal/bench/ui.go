@@ -13,8 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 	"github.com/kvtrail/kvtrail/web"
@@ -85,14 +84,14 @@ func UI(ctx context.Context, conn *chstore.Store, o UIOptions) (UIResult, error)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	const token = "bench-ui-token"
-	th, err := bcrypt.GenerateFromPassword([]byte(token), bcrypt.MinCost)
+	// A token in the current format (id and secret), made fresh per run.
+	token, hash, err := apitoken.New()
 	if err != nil {
 		return res, err
 	}
 	auth := config.Default().Auth
 	auth.SessionKey = "bench-ui-session-key-0123456789abcdef"
-	auth.Tokens = []config.Token{{Name: "bench", Role: "admin", TokenHash: config.Secret(th)}}
+	auth.Tokens = []config.Token{{Name: "bench", Role: "admin", TokenHash: config.Secret(hash)}}
 	h, err := web.NewServer(web.Options{Logger: o.Logger, Store: chstore.NewUIStore(conn, o.GapThreshold), Auth: auth, ExportDir: o.ExportDir, Version: "bench"})
 	if err != nil {
 		return res, err
