@@ -1,9 +1,11 @@
 package chstore
 
 import (
+	"errors"
 	"github.com/kvtrail/kvtrail/domain"
 	"sort"
 	"strconv"
+	"sync"
 
 	"context"
 	"fmt"
@@ -168,14 +170,21 @@ func (s UIStore) Finding(ctx context.Context, id string) (*domain.FindingDetail,
 	f := fs[0]
 	near := []domain.LineSpan{{From: f.TS.Add(-uiLineSlack), To: f.TS.Add(uiLineSlack)}, {From: f.FirstTS.Add(-uiLineSlack), To: f.FirstTS.Add(uiLineSlack)},
 		{From: f.LastTS.Add(-uiLineSlack), To: f.LastTS.Add(uiLineSlack)}}
-	if d.Lines, err = s.linesOn(ctx, f.EvidenceIDs, []string{f.PrefillNode, f.DecodeNode}, near...); err != nil {
-		return nil, err
-	}
 	key := f.GatewayRequestID
 	if key == "" {
 		key = f.RequestKey
 	}
-	if d.Sources, d.OwnDataOnly, err = s.sourcesFor(ctx, key, f.Tenant, []string{f.FindingID}); err != nil {
+	// The evidence lines and the other side are independent reads.
+	var wg sync.WaitGroup
+	var srcErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.Sources, d.OwnDataOnly, srcErr = s.sourcesFor(ctx, key, f.Tenant, []string{f.FindingID})
+	}()
+	d.Lines, err = s.linesOn(ctx, f.EvidenceIDs, []string{f.PrefillNode, f.DecodeNode}, near...)
+	wg.Wait()
+	if err = errors.Join(err, srcErr); err != nil {
 		return nil, err
 	}
 	one := []domain.FindingView{d.Finding}
@@ -252,9 +261,12 @@ WHERE key IN (`+uiPlaceholders(len(keys))+`)`+cond+` GROUP BY finding_id ORDER B
 		from, to = uiMinTime(from, r.From), uiMaxTime(to, r.To)
 	}
 	// The range is widened by a second for DateTime's truncation.
+	// PREWHERE on the id: only the granules holding these findings have
+	// their explanations and arrays read.
 	q := "SELECT " + uiFindingCols + ` FROM findings
-WHERE analyzer IN (` + uiPlaceholders(len(analyzers)) + `) AND ts >= ? AND ts <= ? AND finding_id IN (` + uiPlaceholders(len(ids)) + `)`
-	args = append(append(analyzers, uiUTC(from), uiUTC(to).Add(time.Second)), ids...)
+PREWHERE finding_id IN (` + uiPlaceholders(len(ids)) + `)
+WHERE analyzer IN (` + uiPlaceholders(len(analyzers)) + `) AND ts >= ? AND ts <= ?`
+	args = append(append(ids, analyzers...), uiUTC(from), uiUTC(to).Add(time.Second))
 	if runIDs != nil {
 		q, args = q+" AND has(?, run_id)", append(args, runIDs)
 	}

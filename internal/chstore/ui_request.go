@@ -239,7 +239,16 @@ func (s UIStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 	}()
 	go func() {
 		defer wg.Done()
-		tl.Findings, errs[2] = s.findingsFor(ctx, req)
+		// The other side of the request needs its findings' ids, not the
+		// other reads: it is read here, alongside them.
+		if tl.Findings, errs[2] = s.findingsFor(ctx, req); errs[2] != nil {
+			return
+		}
+		fids := make([]string, len(tl.Findings))
+		for i, f := range tl.Findings {
+			fids[i] = f.FindingID
+		}
+		tl.Sources, tl.OwnDataOnly, errs[2] = s.sourcesFor(ctx, req.RequestID, req.Tenant, fids)
 	}()
 	go func() {
 		defer wg.Done()
@@ -271,13 +280,6 @@ func (s UIStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 		}
 	}
 	tl.Limits = limits
-	fids := make([]string, len(tl.Findings))
-	for i, f := range tl.Findings {
-		fids[i] = f.FindingID
-	}
-	if tl.Sources, tl.OwnDataOnly, err = s.sourcesFor(ctx, req.RequestID, req.Tenant, fids); err != nil {
-		return nil, err
-	}
 	uiFillForeign(tl.Findings, tl.Sources)
 	sort.SliceStable(tl.Events, func(i, j int) bool { return tl.Events[i].TSNS < tl.Events[j].TSNS })
 	for i := range tl.Context {
@@ -347,7 +349,7 @@ func (s UIStore) requestEvents(ctx context.Context, tl *domain.Timeline, lineIDs
 	var ev []uiEngineEventRow
 	err := s.Store.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
  cached_tokens, limit_tokens, finish_type, finish_message, status_code, line_id
-FROM engine_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, append(args, lineIDs)...)
+FROM engine_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
 	if err != nil {
 		return nil, decodeAt, fmt.Errorf("engine events: %w", err)
 	}
@@ -378,7 +380,7 @@ FROM engine_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY
 	}
 	var tr []uiTransferEventRow
 	err = s.Store.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
-FROM transfer_events WHERE `+where+` AND has(?, line_id) ORDER BY ts_ns LIMIT 1 BY line_id`, append(args, lineIDs)...)
+FROM transfer_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
 	if err != nil {
 		return nil, decodeAt, fmt.Errorf("transfer events: %w", err)
 	}
@@ -424,8 +426,11 @@ func (s UIStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 			missing = append(missing, id)
 		}
 		var got []domain.EvidenceLine
-		if err := s.Store.Select(ctx, &got, "SELECT "+uiRawCols+" FROM raw_lines WHERE "+where+" AND has(?, line_id)",
-			append(args, missing)...); err != nil {
+		// PREWHERE on line_id: of the granules the time range selects (at
+		// least one per node), only those holding a wanted line have their
+		// text and other columns read.
+		if err := s.Store.Select(ctx, &got, "SELECT "+uiRawCols+" FROM raw_lines PREWHERE has(?, line_id) WHERE "+where,
+			append([]any{missing}, args...)...); err != nil {
 			return fmt.Errorf("raw lines: %w", err)
 		}
 		for _, l := range got {
