@@ -346,12 +346,26 @@ func (s UIStore) requestEvents(ctx context.Context, tl *domain.Timeline, lineIDs
 	if where == "" {
 		return nodes, decodeAt, nil
 	}
+	// The engine and the transfer events are read in parallel.
 	var ev []uiEngineEventRow
-	err := s.Store.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
+	var tr []uiTransferEventRow
+	var evErr, trErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		trErr = s.Store.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
+FROM transfer_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
+	}()
+	evErr = s.Store.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
  cached_tokens, limit_tokens, finish_type, finish_message, status_code, line_id
 FROM engine_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
-	if err != nil {
-		return nil, decodeAt, fmt.Errorf("engine events: %w", err)
+	wg.Wait()
+	if evErr != nil {
+		return nil, decodeAt, fmt.Errorf("engine events: %w", evErr)
+	}
+	if trErr != nil {
+		return nil, decodeAt, fmt.Errorf("transfer events: %w", trErr)
 	}
 	for _, e := range ev {
 		lane := e.Role
@@ -377,12 +391,6 @@ FROM engine_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT
 		}
 		tl.Events = append(tl.Events, domain.TimelineEvent{Lane: lane, TS: e.TS, TSNS: e.TSNS, Node: e.Node, DPRank: e.DPRank,
 			Event: e.Event, RID: e.RID, Detail: d, LineID: domain.U64(e.LineID)})
-	}
-	var tr []uiTransferEventRow
-	err = s.Store.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
-FROM transfer_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
-	if err != nil {
-		return nil, decodeAt, fmt.Errorf("transfer events: %w", err)
 	}
 	for _, e := range tr {
 		d := e.Reason
