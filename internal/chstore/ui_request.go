@@ -306,43 +306,56 @@ func (s UIStore) requestLines(ctx context.Context, tl *domain.Timeline, ids map[
 	if err != nil {
 		return nil, uiDecodeRef{}, err
 	}
-	sp := domain.LineSpan{From: uiUTC(req.TS).Add(-uiLineSlack), To: uiUTC(req.TS).Add(uiLineSlack), Nodes: append([]string{req.Gateway}, nodes...)}
+	// The lines are read around the request's time and around each ref's
+	// (one span per minute they fall in), on the request's nodes: refs an
+	// hour apart do not make the read cover the hour between them.
+	allNodes := append([]string{req.Gateway}, nodes...)
+	at := []time.Time{uiUTC(req.TS)}
 	for _, r := range refs {
 		if r.TS.Before(req.TS.Add(-uiRequestSlack)) || r.TS.After(req.TS.Add(uiRequestSlack)) {
 			continue
 		}
 		ids[r.LineID] = true
-		sp.From, sp.To = uiMinTime(sp.From, r.TS.Add(-uiLineSlack)), uiMaxTime(sp.To, r.TS.Add(uiLineSlack))
-		sp.Nodes = append(sp.Nodes, r.Node)
+		at = append(at, uiUTC(r.TS))
+		allNodes = append(allNodes, r.Node)
 	}
-	sp.Nodes = uiUniqStrings(uiNonEmpty(sp.Nodes))
+	allNodes = uiUniqStrings(uiNonEmpty(allNodes))
+	var spans []domain.LineSpan
+	seenMinute := map[int64]bool{}
+	for _, t := range at {
+		if m := t.Unix() / 60; !seenMinute[m] {
+			seenMinute[m] = true
+			spans = append(spans, domain.LineSpan{From: t.Add(-uiLineSlack), To: t.Add(uiLineSlack), Nodes: allNodes})
+		}
+	}
 	lineIDs := make([]uint64, 0, len(ids))
 	for id := range ids {
 		lineIDs = append(lineIDs, id)
 	}
 	sort.Slice(lineIDs, func(i, j int) bool { return lineIDs[i] < lineIDs[j] })
-	if tl.Lines, err = s.Lines(ctx, lineIDs, sp); err != nil {
+	if tl.Lines, err = s.Lines(ctx, lineIDs, spans...); err != nil {
 		return nil, uiDecodeRef{}, err
 	}
-	// The event tables are read over the span and nodes the lines were
-	// found in.
-	if len(tl.Lines) > 0 {
-		sp = domain.LineSpan{From: tl.Lines[0].TS, To: tl.Lines[0].TS}
-	}
+	// The event tables are read at the seconds and on the nodes the lines
+	// were found at: an event has its line's node and time.
+	var evSpans []domain.LineSpan
+	seenAt := map[string]bool{}
 	for _, l := range tl.Lines {
-		sp.From, sp.To = uiMinTime(sp.From, l.TS), uiMaxTime(sp.To, l.TS)
-		sp.Nodes = append(sp.Nodes, l.Node)
+		k := l.Node + "|" + strconv.FormatInt(l.TS.Unix(), 10)
+		if !seenAt[k] {
+			seenAt[k] = true
+			evSpans = append(evSpans, domain.LineSpan{From: l.TS, To: l.TS, Nodes: []string{l.Node}})
+		}
 	}
-	sp.Nodes = uiUniqStrings(sp.Nodes)
-	return s.requestEvents(ctx, tl, lineIDs, sp)
+	return s.requestEvents(ctx, tl, lineIDs, evSpans)
 }
 
 // requestEvents adds the engine and transfer events among lineIDs to the
 // timeline and returns the engine nodes seen, with a time on each.
-func (s UIStore) requestEvents(ctx context.Context, tl *domain.Timeline, lineIDs []uint64, sp domain.LineSpan) (map[string]time.Time, uiDecodeRef, error) {
+func (s UIStore) requestEvents(ctx context.Context, tl *domain.Timeline, lineIDs []uint64, spans []domain.LineSpan) (map[string]time.Time, uiDecodeRef, error) {
 	nodes := map[string]time.Time{}
 	var decodeAt uiDecodeRef
-	where, args := uiSpanWhere([]domain.LineSpan{sp})
+	where, args := uiSpanWhere(spans)
 	if where == "" {
 		return nodes, decodeAt, nil
 	}
