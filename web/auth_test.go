@@ -528,22 +528,19 @@ func TestResolveAddr(t *testing.T) {
 	}
 }
 
-// failRevokeConn is a ClickHouse connection on which recording a logout
-// fails (the rest works).
-type failRevokeConn struct{ Conn }
+// failRevokeStore is a store on which recording a logout fails (the rest
+// works).
+type failRevokeStore struct{ Store }
 
-func (c failRevokeConn) Exec(ctx context.Context, sql string, args ...any) error {
-	if strings.Contains(sql, "session_revocations") {
-		return errors.New("injected: clickhouse refused the insert")
-	}
-	return c.Conn.Exec(ctx, sql, args...)
+func (failRevokeStore) RevokeSession(context.Context, string, string, time.Time) error {
+	return errors.New("injected: clickhouse refused the insert")
 }
 
 // A logout that cannot be recorded says so (503) and leaves the session
 // valid and its cookie in place, so the user can retry it.
 func TestFailedLogoutKeepsTheSession(t *testing.T) {
 	st := testdb.New(t)
-	u := newTestUI(t, st, func(o *Options) { o.Conn = failRevokeConn{st} })
+	u := newTestUI(t, st, func(o *Options) { o.Store = failRevokeStore{testStore(st)} })
 	c, csrf, code := u.login(t, "viewer-user", testPassword)
 	if code != http.StatusSeeOther {
 		t.Fatalf("login = %d", code)

@@ -542,7 +542,7 @@ document.querySelector('#case-edit input[name=name]').value = 'edited name kept'
 	}
 	// Control 2: kvtrail with its CSP header stripped still runs nothing:
 	// escaping alone stops the payload; CSP is a second wall.
-	h, err := NewServer(Options{Logger: u.testLogger(), DB: st, Conn: st, Auth: u.auth, ExportDir: t.TempDir()})
+	h, err := NewServer(Options{Logger: u.testLogger(), DB: st, Store: testStore(st), Posture: testPosture{st}, Auth: u.auth, ExportDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

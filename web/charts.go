@@ -210,15 +210,6 @@ func swimlaneChart(tl *Timeline, offsets []NodeOffset) *Chart {
 	return c
 }
 
-// CaseBucket is the number of affected requests (findings naming a
-// request) of one analyzer and severity in one hour of a case.
-type CaseBucket struct {
-	Hour     time.Time `ch:"hour" json:"hour"`
-	Analyzer string    `ch:"analyzer" json:"analyzer"`
-	Severity string    `ch:"severity" json:"severity"`
-	N        uint64    `ch:"n" json:"requests"`
-}
-
 // LimitChange is a boot whose limits differ from the node's previous boot.
 type LimitChange struct {
 	Node   string    `json:"node"`
@@ -296,17 +287,6 @@ func affectedChart(from, to time.Time, buckets []CaseBucket, changes []LimitChan
 		c.Table.Rows = append(c.Table.Rows, []string{b.Hour.UTC().Format("2006-01-02 15:00"), b.Analyzer, b.Severity, strconv.FormatUint(b.N, 10)})
 	}
 	return c
-}
-
-// PromptPoint is one hour of a prefill node's prompts: the longest, and
-// how many were over the limit in force.
-type PromptPoint struct {
-	Node  string    `ch:"node" json:"node"`
-	Hour  time.Time `ch:"hour" json:"hour"`
-	Max   uint64    `ch:"max_prompt" json:"max_prompt_tokens"`
-	Over  uint64    `ch:"over" json:"over_limit"`
-	Total uint64    `ch:"n" json:"requests"`
-	Limit uint64    `ch:"lim" json:"limit"`
 }
 
 // promptChart draws, for one node, each hour's longest prompt against the
@@ -411,38 +391,6 @@ type chartStore interface {
 	CaseBuckets(ctx context.Context, from, to time.Time) ([]CaseBucket, error)
 	PromptPoints(ctx context.Context, from, to time.Time) ([]PromptPoint, error)
 	Fleet(ctx context.Context) ([]NodeLimits, error)
-}
-
-// CaseBuckets counts, per hour, analyzer and severity, the distinct
-// requests that findings of the latest runs name in [from, to).
-func (s chStore) CaseBuckets(ctx context.Context, from, to time.Time) ([]CaseBucket, error) {
-	versions, err := s.currentVersions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []CaseBucket
-	err = s.c.Select(ctx, &out, `SELECT toStartOfHour(ts) AS hour, analyzer, severity, uniqExact(request_key) AS n
-FROM `+currentFindings+` WHERE ts >= ? AND ts < ? AND request_key != ''
-GROUP BY hour, analyzer, severity ORDER BY hour, analyzer, severity`, versions, utc(from), utc(to))
-	if err != nil {
-		return nil, fmt.Errorf("case buckets: %w", err)
-	}
-	return out, nil
-}
-
-// PromptPoints summarizes each prefill node's prompts per hour in
-// [from, to) from request_facts: the longest, how many the prefill
-// rejected, and the limit the correlator recorded.
-func (s chStore) PromptPoints(ctx context.Context, from, to time.Time) ([]PromptPoint, error) {
-	var out []PromptPoint
-	err := s.c.Select(ctx, &out, `SELECT prefill_node AS node, toStartOfHour(ts) AS hour, max(prefill_prompt_tokens) AS max_prompt,
- uniqExactIf(request_key, prefill_rejected = 1) AS over, uniqExact(request_key) AS n, max(prefill_limit) AS lim
-FROM request_facts WHERE ts >= ? AND ts < ? AND prefill_node != ''
-GROUP BY node, hour ORDER BY node, hour`, utc(from), utc(to))
-	if err != nil {
-		return nil, fmt.Errorf("prompt points: %w", err)
-	}
-	return out, nil
 }
 
 // limitChanges are the boots whose KV pool differs from the node's

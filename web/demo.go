@@ -26,8 +26,7 @@ func DemoUser() (config.User, error) {
 // SeedCase opens a case for the demo unless one with the same name exists,
 // and returns it. The demo's first page is this case, on the simulated
 // incident.
-func SeedCase(ctx context.Context, conn Conn, name string, from, to time.Time, notes, by string) (Case, error) {
-	st := chStore{c: conn}
+func SeedCase(ctx context.Context, st caseStore, name string, from, to time.Time, notes, by string) (Case, error) {
 	cases, err := st.ListCases(ctx)
 	if err != nil {
 		return Case{}, err

@@ -11,19 +11,11 @@ import (
 
 func init() { pageNames = append(pageNames, "fleet") }
 
-// postureSource is implemented by the ClickHouse store: the fleet page
-// reads posture straight from node_boots, raw_lines and transfer_events.
+// postureSource is what the fleet page reads: posture from node_boots,
+// raw_lines and transfer_events (cmd/kvtrail wires posture.Load over the
+// store).
 type postureSource interface {
 	Posture(ctx context.Context) (*posture.Fleet, error)
-}
-
-// Posture implements postureSource.
-func (st chStore) Posture(ctx context.Context) (*posture.Fleet, error) {
-	db, ok := st.c.(posture.DB)
-	if !ok {
-		return nil, errors.New("posture: the store cannot read posture")
-	}
-	return posture.Load(ctx, db)
 }
 
 // FleetView is the Fleet page and /api/v1/posture: each node's latest
@@ -36,12 +28,11 @@ type FleetView struct {
 }
 
 func (s *server) fleetPage(c *gin.Context) {
-	src, ok := s.overview.(postureSource)
-	if !ok {
-		s.fail(c, errors.New("posture: the store cannot read posture"))
+	if s.posture == nil {
+		s.fail(c, errors.New("posture: no posture source is configured"))
 		return
 	}
-	f, err := src.Posture(c.Request.Context())
+	f, err := s.posture.Posture(c.Request.Context())
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -89,12 +89,12 @@ func mountUI(r *gin.Engine, o Options) error {
 	if err != nil {
 		return err
 	}
-	a.sessions = chStore{c: o.Conn}
+	a.sessions = o.Store
 	tmpl, err := parseTemplates()
 	if err != nil {
 		return err
 	}
-	st := chStore{c: o.Conn}
+	st := o.Store
 	affected := o.Affected
 	if affected == nil {
 		affected = st
@@ -105,7 +105,7 @@ func mountUI(r *gin.Engine, o Options) error {
 	}
 	s := &server{
 		log: o.Logger, auth: a, tmpl: tmpl, clock: &auditClock{now: now}, now: now,
-		audits: st, searches: st, requests: st, findings: st, overview: st, cases: st, affected: affected, analyzer: o.Analyzer, charts: st,
+		audits: st, searches: st, requests: st, findings: st, overview: st, cases: st, affected: affected, analyzer: o.Analyzer, charts: st, posture: o.Posture,
 		exports: &exporter{dir: dir, store: st, affected: affected, versions: st, log: o.Logger, version: o.Version, now: now,
 			sem: make(chan struct{}, maxRunningExport), progress: map[string]*[2]uint64{}},
 	}

@@ -42,15 +42,19 @@ type Options struct {
 	Registry *prometheus.Registry
 	Version  string
 
-	// Conn is the ClickHouse store behind the UI and API. Without it only
-	// the operational endpoints are served.
-	Conn Conn
+	// Store is the store behind the UI and API (the ClickHouse adapter's
+	// chstore.UIStore). Without it only the operational endpoints are
+	// served.
+	Store Store
+	// Posture reads the fleet's posture for the fleet page (nil: the page
+	// answers an error).
+	Posture postureSource
 	// Auth holds the users, tokens and session settings (config.Auth).
 	Auth config.Auth
 	// ExportDir receives export files (default ./var/exports).
 	ExportDir string
 	// Affected overrides where notification lists are read from (default:
-	// the affected table through Conn).
+	// the affected table through Store).
 	Affected AffectedReader
 	// Analyzer runs the analyzers for a case; nil hides the button.
 	Analyzer CaseAnalyzer
@@ -81,6 +85,7 @@ type server struct {
 	analyzer CaseAnalyzer
 	exports  *exporter
 	charts   chartStore
+	posture  postureSource
 }
 
 // New builds the router. It panics on a broken embedded template (a build
@@ -118,7 +123,7 @@ func NewServer(o Options) (*gin.Engine, error) {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "version": o.Version}) })
 	r.GET("/readyz", withReadyChecks(readyz(o.DB), o.ReadyChecks))
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry})))
-	if o.Conn == nil {
+	if o.Store == nil {
 		return r, nil
 	}
 	if err := mountUI(r, o); err != nil {

@@ -1,63 +1,98 @@
 package web
 
 import (
-	"context"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/kvtrail/kvtrail/domain"
 )
 
-// Conn is what the UI needs from ClickHouse (internal/chstore.Store
-// satisfies it). All SQL lives in store_*.go; handlers see only the small
-// interfaces declared next to them.
-type Conn interface {
-	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) driver.Row
-	Select(ctx context.Context, dest any, sql string, args ...any) error
-	Exec(ctx context.Context, sql string, args ...any) error
-	PrepareBatch(ctx context.Context, insert string) (driver.Batch, error)
+// Store is everything the UI and API read and write, as the small
+// interfaces declared next to the handlers that use them. The ClickHouse
+// adapter (internal/chstore.UIStore) implements it; web holds no SQL.
+type Store interface {
+	auditStore
+	searchStore
+	requestStore
+	findingStore
+	overviewStore
+	caseStore
+	AffectedReader
+	chartStore
+	exportStore
+	versionLister
+	sessionStore
 }
 
-// errNotFound is the store's "no such row"; like every error kind it is
-// a domain.Error, and fail maps kinds to status codes through
+// errNotFound is the "no such row"; like every error kind it is a
+// domain.Error, and fail maps kinds to status codes through
 // domain.HTTPStatus, the one mapping the CLI's exit codes share.
 var errNotFound = domain.Errorf(domain.NotFound, "not found")
 
 // invalid is an Invalid error whose message is safe to show the user.
 func invalid(msg string) error { return domain.Errorf(domain.Invalid, "%s", msg) }
 
-// chStore implements every handler group's store on ClickHouse.
-type chStore struct{ c Conn }
+// The UI's vocabulary is domain's; these names keep the handlers and
+// templates as they were.
+type (
+	U64            = domain.U64
+	RequestRow     = domain.RequestRow
+	SearchQuery    = domain.SearchQuery
+	SearchPage     = domain.SearchPage
+	Finding        = domain.FindingView
+	FindingQuery   = domain.FindingQuery
+	FindingPage    = domain.FindingPage
+	FindingDetail  = domain.FindingDetail
+	Source         = domain.SourceTenant
+	FindingBucket  = domain.FindingBucket
+	SourceRow      = domain.IngestSource
+	Gap            = domain.NodeGap
+	CaseBucket     = domain.CaseBucket
+	PromptPoint    = domain.PromptPoint
+	Timeline       = domain.Timeline
+	TimelineEvent  = domain.TimelineEvent
+	RawLine        = domain.EvidenceLine
+	NodeLimits     = domain.NodeLimits
+	ContextRow     = domain.ContextRow
+	PoolPoint      = domain.PoolPoint
+	span           = domain.LineSpan
+	Case           = domain.Case
+	CaseFilters    = domain.CaseFilters
+	HoldInfo       = domain.HoldInfo
+	AffectedRow    = domain.AffectedListRow
+	AffectedKey    = domain.AffectedKey
+	AnalyzerRun    = domain.CaseRun
+	AuditEntry     = domain.AuditEntry
+	AuditQuery     = domain.AuditQuery
+	AuditPage      = domain.AuditPage
+	Export         = domain.Export
+	Manifest       = domain.ExportManifest
+	ManifestFilter = domain.ExportFilter
+	ManifestFile   = domain.ExportFile
+)
 
-// U64 is a 64-bit id (bootstrap room, line id) that JSON carries as a
-// string: JavaScript numbers lose precision above 2^53.
-type U64 uint64
+func normalizeRoles(rows []AffectedRow) { domain.NormalizeRoles(rows) }
 
-// MarshalJSON writes the id as a decimal string.
-func (u U64) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + strconv.FormatUint(uint64(u), 10) + `"`), nil
-}
-
-// String is the decimal form used in URLs and templates.
-func (u U64) String() string { return strconv.FormatUint(uint64(u), 10) }
-
-func toU64s(v []uint64) []U64 {
-	out := make([]U64, len(v))
-	for i, x := range v {
-		out[i] = U64(x)
+// searchSorts are the sorts the search accepts.
+var searchSorts = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range domain.SearchSorts {
+		m[s] = true
 	}
-	return out
+	return m
+}()
+
+const poolWindow = domain.DecodePoolWindow
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
-func utc(t time.Time) time.Time { return t.UTC().Truncate(time.Second) }
-
-// UnmarshalJSON reads the decimal string (or a number).
-func (u *U64) UnmarshalJSON(b []byte) error {
-	n, err := strconv.ParseUint(strings.Trim(string(b), `"`), 10, 64)
-	*u = U64(n)
-	return err
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

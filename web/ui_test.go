@@ -58,7 +58,7 @@ type testUI struct {
 func newTestUI(t testing.TB, st *chstore.Store, opts ...func(*Options)) *testUI {
 	t.Helper()
 	dir := t.TempDir()
-	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DB: st, Conn: st, Auth: testAuth(t), ExportDir: dir, Version: "test"}
+	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DB: st, Store: testStore(st), Posture: testPosture{st}, Auth: testAuth(t), ExportDir: dir, Version: "test"}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -686,7 +686,7 @@ func (u *testUI) testLogger() *slog.Logger { return slog.New(slog.NewTextHandler
 func TestInterruptedExport(t *testing.T) {
 	u := seededUI(t)
 	ctx := context.Background()
-	st := chStore{c: u.store}
+	st := testStore(u.store)
 	now := time.Now().UTC()
 	for _, tt := range []struct {
 		id, want string

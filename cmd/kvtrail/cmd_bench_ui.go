@@ -54,7 +54,8 @@ scan for a line id (what the slow pages did before they were keyed).`,
 				defer closeFn()
 				s = st
 				run = func() (bench.UIResult, error) {
-					return bench.UI(ctx, st, bench.UIOptions{Samples: samples, Warm: warm, Logger: a.log, DropCaches: drop, ExportDir: filepath.Join(tmp, "exports")})
+					return bench.UI(ctx, st, bench.UIOptions{Samples: samples, Warm: warm, Logger: a.log, DropCaches: drop, ExportDir: filepath.Join(tmp, "exports"),
+						GapThreshold: a.analyzeConfig().GapThreshold})
 				}
 			} else {
 				if dir == "" {
@@ -86,7 +87,8 @@ scan for a line id (what the slow pages did before they were keyed).`,
 					return fmt.Errorf("analyze: %w", err)
 				}
 				run = func() (bench.UIResult, error) {
-					return bench.UI(ctx, st, bench.UIOptions{Samples: samples, Warm: warm, Logger: a.log, DropCaches: drop, ExportDir: filepath.Join(tmp, "exports")})
+					return bench.UI(ctx, st, bench.UIOptions{Samples: samples, Warm: warm, Logger: a.log, DropCaches: drop, ExportDir: filepath.Join(tmp, "exports"),
+						GapThreshold: a.analyzeConfig().GapThreshold})
 				}
 			}
 			res, err := run()

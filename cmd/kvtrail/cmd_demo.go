@@ -65,7 +65,7 @@ ingested.`,
 				a.cfg.Auth.Users = []config.User{u}
 				login = fmt.Sprintf("Log in as %s / %s (role %s).\n", u.Name, web.DemoPassword, u.Role)
 			}
-			cs, err := web.SeedCase(ctx, s, demoCaseName, truth.Start, truth.End.Add(24*time.Hour),
+			cs, err := web.SeedCase(ctx, a.uiStore(s), demoCaseName, truth.Start, truth.End.Add(24*time.Hour),
 				"Opened by kvtrail demo on the simulated incident-2026 data. Press \"Run analyzers\" to rebuild the affected list for this case.", "demo")
 			if err != nil {
 				return fmt.Errorf("open demo case: %w", err)

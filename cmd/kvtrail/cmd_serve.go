@@ -43,7 +43,7 @@ func (a *app) serve(ctx context.Context, s *chstore.Store, ready func(url string
 	reg := prometheus.NewRegistry()
 	pushReady := &ingestReady{}
 	router, err := web.NewServer(web.Options{Logger: a.log, DB: s, Version: version, Registry: reg,
-		Conn: s, Auth: a.cfg.Auth, ExportDir: a.cfg.Serve.ExportDir,
+		Store: a.uiStore(s), Posture: storePosture{s}, Auth: a.cfg.Auth, ExportDir: a.cfg.Serve.ExportDir,
 		Analyzer:    caseAnalyzer{db: s, cfg: a.analyzeConfig(), log: a.log},
 		ReadyChecks: []web.ReadyCheck{pushReady.check}})
 	if err != nil {

@@ -13,8 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
+	"github.com/kvtrail/kvtrail/internal/apitoken"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/config"
 	"github.com/kvtrail/kvtrail/web"
@@ -35,6 +34,9 @@ type UIOptions struct {
 	Logger     *slog.Logger
 	// ExportDir is the server's export directory (nothing is exported).
 	ExportDir string
+	// GapThreshold is the analyzers' gap threshold, which the overview's
+	// gaps use (as serve wires it).
+	GapThreshold time.Duration
 }
 
 // PageTiming is the measured server time of one page type.
@@ -55,19 +57,6 @@ func P(d []time.Duration, q float64) time.Duration {
 	return s[min(i, len(s)-1)]
 }
 
-// UIStore is what the UI benchmark serves the UI from and samples and
-// measures its baseline with (*chstore.Store, which holds the statements).
-type UIStore interface {
-	web.Conn
-	BenchUICounts(ctx context.Context) (requests, lines uint64, err error)
-	BenchSampleRequests(ctx context.Context, n int) ([]chstore.BenchRequest, error)
-	BenchAnyTenant(ctx context.Context) string
-	DropQueryCaches(ctx context.Context) error
-	BenchKeyRead(ctx context.Context, requestID string) error
-	BenchLineScan(ctx context.Context, lineID uint64) error
-}
-
-var _ UIStore = (*chstore.Store)(nil)
 
 // UIResult is one run of the UI benchmark.
 type UIResult struct {
@@ -85,7 +74,7 @@ type UIResult struct {
 // opens: the request page, a finding's detail, an evidence line, and the
 // overview, findings list and tenant search. Each sampled URL is opened
 // once cold and then Warm times.
-func UI(ctx context.Context, conn UIStore, o UIOptions) (UIResult, error) {
+func UI(ctx context.Context, conn *chstore.Store, o UIOptions) (UIResult, error) {
 	var res UIResult
 	if o.Samples <= 0 {
 		o.Samples = 20
@@ -96,15 +85,15 @@ func UI(ctx context.Context, conn UIStore, o UIOptions) (UIResult, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	const token = "bench-ui-token"
-	th, err := bcrypt.GenerateFromPassword([]byte(token), bcrypt.MinCost)
+	// A token in the current format (id and secret), made fresh per run.
+	token, hash, err := apitoken.New()
 	if err != nil {
 		return res, err
 	}
 	auth := config.Default().Auth
 	auth.SessionKey = "bench-ui-session-key-0123456789abcdef"
-	auth.Tokens = []config.Token{{Name: "bench", Role: "admin", TokenHash: config.Secret(th)}}
-	h, err := web.NewServer(web.Options{Logger: o.Logger, Conn: conn, Auth: auth, ExportDir: o.ExportDir, Version: "bench"})
+	auth.Tokens = []config.Token{{Name: "bench", Role: "admin", TokenHash: config.Secret(hash)}}
+	h, err := web.NewServer(web.Options{Logger: o.Logger, Store: chstore.NewUIStore(conn, o.GapThreshold), Auth: auth, ExportDir: o.ExportDir, Version: "bench"})
 	if err != nil {
 		return res, err
 	}

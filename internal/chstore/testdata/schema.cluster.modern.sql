@@ -707,3 +707,56 @@ ALTER TABLE kvtrail.findings_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX 
 ALTER TABLE kvtrail.engine_events_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_line_id;
 
 ALTER TABLE kvtrail.transfer_events_local ON CLUSTER kvtrail_cluster MATERIALIZE INDEX idx_line_id;
+
+-- 0008_lookup_keys.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.finding_keys_local ON CLUSTER kvtrail_cluster
+(
+    key        String,
+    finding_id String,
+    analyzer   LowCardinality(String),
+    ts         DateTime,
+    run_id     String
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/finding_keys_local', '{replica}')
+PARTITION BY tuple()
+ORDER BY (key, finding_id, run_id)
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS kvtrail.finding_keys ON CLUSTER kvtrail_cluster AS kvtrail.finding_keys_local ENGINE = Distributed(kvtrail_cluster, kvtrail, finding_keys_local, cityHash64(key));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS kvtrail.finding_keys_mv_local ON CLUSTER kvtrail_cluster TO kvtrail.finding_keys_local
+AS SELECT key, finding_id, analyzer, ts, run_id
+FROM kvtrail.findings_local
+ARRAY JOIN arrayFilter(k -> k NOT IN ('r:', 'b:0'), arrayConcat([concat('f:', finding_id), concat('r:', gateway_request_id),
+ concat('b:', toString(bootstrap_room))], arrayMap(x -> concat('r:', x), foreign_request_keys))) AS key;
+
+INSERT INTO kvtrail.finding_keys (key, finding_id, analyzer, ts, run_id)
+SELECT key, finding_id, analyzer, ts, run_id
+FROM kvtrail.findings
+ARRAY JOIN arrayFilter(k -> k NOT IN ('r:', 'b:0'), arrayConcat([concat('f:', finding_id), concat('r:', gateway_request_id),
+ concat('b:', toString(bootstrap_room))], arrayMap(x -> concat('r:', x), foreign_request_keys))) AS key;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected_keys_local ON CLUSTER kvtrail_cluster
+(
+    reconstruction_id String,
+    key               String,
+    affected_role     LowCardinality(String),
+    tenant            String
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/affected_keys_local', '{replica}')
+PARTITION BY tuple()
+ORDER BY (reconstruction_id, key, affected_role, tenant)
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected_keys ON CLUSTER kvtrail_cluster AS kvtrail.affected_keys_local ENGINE = Distributed(kvtrail_cluster, kvtrail, affected_keys_local, cityHash64(reconstruction_id));
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS kvtrail.affected_keys_mv_local ON CLUSTER kvtrail_cluster TO kvtrail.affected_keys_local
+AS SELECT reconstruction_id, key, affected_role, tenant
+FROM kvtrail.affected_local
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
+
+INSERT INTO kvtrail.affected_keys (reconstruction_id, key, affected_role, tenant)
+SELECT reconstruction_id, key, affected_role, tenant
+FROM kvtrail.affected
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;

@@ -567,3 +567,52 @@ ALTER TABLE kvtrail.affected  ADD COLUMN evidence_line_ids Array(UInt64);
 -- 0006_modern_skip_indexes.sql;
 
 -- 0007_modern_event_time.sql;
+
+-- 0008_lookup_keys.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.finding_keys 
+(
+    key        String,
+    finding_id String,
+    analyzer   LowCardinality(String),
+    ts         DateTime,
+    run_id     String
+)
+ENGINE = ReplacingMergeTree()
+PARTITION BY tuple()
+ORDER BY (key, finding_id, run_id)
+SETTINGS index_granularity = 1024;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS kvtrail.finding_keys_mv  TO kvtrail.finding_keys
+AS SELECT key, finding_id, analyzer, ts, run_id
+FROM kvtrail.findings
+ARRAY JOIN arrayFilter(k -> k NOT IN ('r:', 'b:0'), arrayConcat([concat('f:', finding_id), concat('r:', gateway_request_id),
+ concat('b:', toString(bootstrap_room))], arrayMap(x -> concat('r:', x), foreign_request_keys))) AS key;
+
+INSERT INTO kvtrail.finding_keys (key, finding_id, analyzer, ts, run_id)
+SELECT key, finding_id, analyzer, ts, run_id
+FROM kvtrail.findings
+ARRAY JOIN arrayFilter(k -> k NOT IN ('r:', 'b:0'), arrayConcat([concat('f:', finding_id), concat('r:', gateway_request_id),
+ concat('b:', toString(bootstrap_room))], arrayMap(x -> concat('r:', x), foreign_request_keys))) AS key;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected_keys 
+(
+    reconstruction_id String,
+    key               String,
+    affected_role     LowCardinality(String),
+    tenant            String
+)
+ENGINE = ReplacingMergeTree()
+PARTITION BY tuple()
+ORDER BY (reconstruction_id, key, affected_role, tenant)
+SETTINGS index_granularity = 1024;
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS kvtrail.affected_keys_mv  TO kvtrail.affected_keys
+AS SELECT reconstruction_id, key, affected_role, tenant
+FROM kvtrail.affected
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
+
+INSERT INTO kvtrail.affected_keys (reconstruction_id, key, affected_role, tenant)
+SELECT reconstruction_id, key, affected_role, tenant
+FROM kvtrail.affected
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;

@@ -1,50 +1,34 @@
-package web
+package chstore
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/kvtrail/kvtrail/domain"
 )
 
-// normalizeRoles gives each row its one role spelling. Rows written by
-// older versions ("received_foreign_data", "possibly_exposed") are read,
-// never written, in those spellings.
-func normalizeRoles(rows []AffectedRow) {
-	for i := range rows {
-		r := &rows[i]
-		if r.StoredRole == "" {
-			r.StoredRole = string(r.Role)
-		}
-		if role, err := domain.ParseRole(r.StoredRole); err == nil {
-			r.Role = role
-		} else {
-			r.Role = domain.Role(r.StoredRole)
-		}
-	}
-}
-
-// affectedExtras records which optional columns the affected table has:
+// uiAffectedExtras records which optional columns the affected table has:
 // tier and counterparts are added by a later schema version, and the UI
 // reads them where they exist rather than requiring them.
-type affectedExtras struct {
+type uiAffectedExtras struct {
 	once               sync.Once
 	tier, counterparts bool
 	err                error
 }
 
-var extrasByConn sync.Map // Conn -> *affectedExtras
+var uiExtrasByConn sync.Map // *Store -> *uiAffectedExtras
 
-func (s chStore) extras(ctx context.Context) (*affectedExtras, error) {
-	v, _ := extrasByConn.LoadOrStore(s.c, &affectedExtras{})
-	x := v.(*affectedExtras)
+func (s UIStore) extras(ctx context.Context) (*uiAffectedExtras, error) {
+	v, _ := uiExtrasByConn.LoadOrStore(s.Store, &uiAffectedExtras{})
+	x := v.(*uiAffectedExtras)
 	x.once.Do(func() {
 		var cols []struct {
 			Name string `ch:"name"`
 		}
-		x.err = s.c.Select(ctx, &cols, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'affected'")
+		x.err = s.Store.Select(ctx, &cols, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'affected'")
 		for _, c := range cols {
 			x.tier = x.tier || c.Name == "tier"
 			x.counterparts = x.counterparts || c.Name == "counterparts"
@@ -52,7 +36,7 @@ func (s chStore) extras(ctx context.Context) (*affectedExtras, error) {
 	})
 	if x.err != nil {
 		err := x.err
-		extrasByConn.Delete(s.c) // try again next time
+		uiExtrasByConn.Delete(s.Store) // try again next time
 		return nil, fmt.Errorf("affected columns: %w", err)
 	}
 	return x, nil
@@ -60,8 +44,8 @@ func (s chStore) extras(ctx context.Context) (*affectedExtras, error) {
 
 // addTiers fills Tier and Counterparts on rows of one reconstruction, when
 // the table has those columns.
-func (s chStore) addTiers(ctx context.Context, reconstructionID string, rows []AffectedRow) error {
-	normalizeRoles(rows)
+func (s UIStore) addTiers(ctx context.Context, reconstructionID string, rows []domain.AffectedListRow) error {
+	domain.NormalizeRoles(rows)
 	x, err := s.extras(ctx)
 	if err != nil || len(rows) == 0 || (!x.tier && !x.counterparts) {
 		return err
@@ -83,7 +67,7 @@ func (s chStore) addTiers(ctx context.Context, reconstructionID string, rows []A
 		Tier   string   `ch:"t"`
 		CP     []string `ch:"cp"`
 	}
-	err = s.c.Select(ctx, &got, "SELECT tenant, affected_role, "+tier+" AS t, "+cp+` AS cp FROM affected
+	err = s.Store.Select(ctx, &got, "SELECT tenant, affected_role, "+tier+" AS t, "+cp+` AS cp FROM affected
 WHERE reconstruction_id = ? AND has(?, tenant)`, reconstructionID, tenants)
 	if err != nil {
 		return fmt.Errorf("affected tiers: %w", err)
@@ -102,25 +86,13 @@ WHERE reconstruction_id = ? AND has(?, tenant)`, reconstructionID, tenants)
 	return nil
 }
 
-// Source is a tenant on the other side of a request or finding, from the
-// affected reconstruction: for a request that received foreign data,
-// whose data it was; for a request whose data was exposed, who received it.
-type Source struct {
-	Tenant string      `json:"tenant"`
-	Role   domain.Role `json:"affected_role"`
-	Tier   domain.Tier `json:"tier,omitempty"`
-	// OwnDataOnly: the tenant's request was served from stale pages that
-	// held only its own earlier data.
-	OwnDataOnly bool `json:"own_data_only,omitempty"`
-}
-
 // latestReconstruction is the newest reconstruction (analyze.LatestAffected's
 // rule: latest created_at, then the greater id).
-func (s chStore) latestReconstruction(ctx context.Context) (string, error) {
+func (s UIStore) latestReconstruction(ctx context.Context) (string, error) {
 	var rows []struct {
 		ID string `ch:"rid"`
 	}
-	err := s.c.Select(ctx, &rows, `SELECT reconstruction_id AS rid FROM affected
+	err := s.Store.Select(ctx, &rows, `SELECT reconstruction_id AS rid FROM affected
 GROUP BY reconstruction_id ORDER BY max(created_at) DESC, rid DESC LIMIT 1`)
 	if err != nil {
 		return "", fmt.Errorf("latest reconstruction: %w", err)
@@ -134,26 +106,44 @@ GROUP BY reconstruction_id ORDER BY max(created_at) DESC, rid DESC LIMIT 1`)
 // sourcesFor reads, from the latest reconstruction, the other side of a
 // request (requestKey, with its tenant) or of findings: the rows that share
 // a finding with it, other than the request's own tenant. A row's
-// counterparts (when the table has them) are used as they are.
-func (s chStore) sourcesFor(ctx context.Context, requestKey, tenant string, findingIDs []string) ([]Source, bool, error) {
+// counterparts (when the table has them) are used as they are. The rows
+// are found through affected_keys (a key read), not by searching every
+// row's request and finding arrays.
+func (s UIStore) sourcesFor(ctx context.Context, requestKey, tenant string, findingIDs []string) ([]domain.SourceTenant, bool, error) {
 	rid, err := s.latestReconstruction(ctx)
 	if err != nil || rid == "" {
 		return nil, false, err
 	}
-	var rows []AffectedRow
-	err = s.c.Select(ctx, &rows, "SELECT "+affectedCols+` FROM affected
-WHERE reconstruction_id = ? AND (has(request_keys, ?) OR hasAny(finding_ids, ?)) ORDER BY affected_role, tenant LIMIT 1000`,
-		rid, requestKey, nonNilStrings(findingIDs))
+	keys := []any{"r:" + requestKey}
+	for _, id := range findingIDs {
+		keys = append(keys, "f:"+id)
+	}
+	var hits []struct {
+		Role      string `ch:"affected_role"`
+		Tenant    string `ch:"tenant"`
+		ByRequest uint8  `ch:"by_request"`
+	}
+	err = s.Store.Select(ctx, &hits, `SELECT affected_role, tenant, max(key = ?) AS by_request FROM affected_keys
+WHERE reconstruction_id = ? AND key IN (`+uiPlaceholders(len(keys))+`)
+GROUP BY affected_role, tenant ORDER BY affected_role, tenant LIMIT 1000`, append([]any{"r:" + requestKey, rid}, keys...)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("sources: %w", err)
+	}
+	rows := make([]domain.AffectedListRow, len(hits))
+	mineByRequest := map[string]bool{}
+	for i, h := range hits {
+		rows[i] = domain.AffectedListRow{ReconstructionID: rid, StoredRole: h.Role, Tenant: h.Tenant}
+		if h.ByRequest == 1 {
+			mineByRequest[h.Role+"|"+h.Tenant] = true
+		}
 	}
 	if err := s.addTiers(ctx, rid, rows); err != nil {
 		return nil, false, err
 	}
-	var out []Source
+	var out []domain.SourceTenant
 	own := false
 	seen := map[string]bool{}
-	add := func(src Source) {
+	add := func(src domain.SourceTenant) {
 		k := src.Tenant + "|" + string(src.Role)
 		if !seen[k] {
 			seen[k] = true
@@ -161,7 +151,7 @@ WHERE reconstruction_id = ? AND (has(request_keys, ?) OR hasAny(finding_ids, ?))
 		}
 	}
 	for _, r := range rows {
-		mine := r.Tenant == tenant && contains(r.RequestKeys, requestKey)
+		mine := r.Tenant == tenant && mineByRequest[r.StoredRole+"|"+r.Tenant]
 		switch {
 		case mine && len(r.Counterparts) > 0:
 			other := domain.Exposed
@@ -173,14 +163,14 @@ WHERE reconstruction_id = ? AND (has(request_keys, ?) OR hasAny(finding_ids, ?))
 					own = true
 					continue
 				}
-				add(Source{Tenant: c, Role: other})
+				add(domain.SourceTenant{Tenant: c, Role: other})
 			}
 		case mine:
 		case r.Tenant == tenant:
 			// The tenant's own pages on the other side: its own data only.
 			own = true
 		default:
-			add(Source{Tenant: r.Tenant, Role: r.Role, Tier: r.Tier})
+			add(domain.SourceTenant{Tenant: r.Tenant, Role: r.Role, Tier: r.Tier})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -192,7 +182,7 @@ WHERE reconstruction_id = ? AND (has(request_keys, ?) OR hasAny(finding_ids, ?))
 	return out, own && len(out) == 0, nil
 }
 
-func contains(v []string, x string) bool {
+func uiContains(v []string, x string) bool {
 	for _, s := range v {
 		if s == x {
 			return true
@@ -203,8 +193,9 @@ func contains(v []string, x string) bool {
 
 // fillForeignFromReconstruction sets foreign_tenants on findings the
 // analyzer left empty: the tenants of the latest reconstruction's rows that
-// cite the finding, other than its own tenant. One read for a whole page.
-func (s chStore) fillForeignFromReconstruction(ctx context.Context, fs []Finding) error {
+// cite the finding, other than its own tenant. One key read of
+// affected_keys for a whole page.
+func (s UIStore) fillForeignFromReconstruction(ctx context.Context, fs []domain.FindingView) error {
 	var ids []string
 	for _, f := range fs {
 		if len(f.ForeignTenants) == 0 {
@@ -218,27 +209,31 @@ func (s chStore) fillForeignFromReconstruction(ctx context.Context, fs []Finding
 	if err != nil || rid == "" {
 		return err
 	}
-	var rows []struct {
-		Tenant   string   `ch:"tenant"`
-		Findings []string `ch:"finding_ids"`
+	keys := make([]any, 0, len(ids)+1)
+	keys = append(keys, rid)
+	for _, id := range ids {
+		keys = append(keys, "f:"+id)
 	}
-	err = s.c.Select(ctx, &rows, `SELECT tenant, finding_ids FROM affected
-WHERE reconstruction_id = ? AND hasAny(finding_ids, ?) ORDER BY tenant LIMIT 100000`, rid, ids)
+	var rows []struct {
+		Key    string `ch:"key"`
+		Tenant string `ch:"tenant"`
+	}
+	err = s.Store.Select(ctx, &rows, `SELECT DISTINCT key, tenant FROM affected_keys
+WHERE reconstruction_id = ? AND key IN (`+uiPlaceholders(len(ids))+`) ORDER BY key, tenant LIMIT 100000`, keys...)
 	if err != nil {
 		return fmt.Errorf("foreign tenants: %w", err)
 	}
 	by := map[string][]string{}
 	for _, r := range rows {
-		for _, id := range r.Findings {
-			by[id] = append(by[id], r.Tenant)
-		}
+		id := strings.TrimPrefix(r.Key, "f:")
+		by[id] = append(by[id], r.Tenant)
 	}
 	for i := range fs {
 		if len(fs[i].ForeignTenants) > 0 {
 			continue
 		}
 		for _, t := range by[fs[i].FindingID] {
-			if t != fs[i].Tenant && !contains(fs[i].ForeignTenants, t) {
+			if t != fs[i].Tenant && !uiContains(fs[i].ForeignTenants, t) {
 				fs[i].ForeignTenants = append(fs[i].ForeignTenants, t)
 			}
 		}
