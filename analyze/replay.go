@@ -476,23 +476,29 @@ type lanePool struct {
 	needSort bool
 	bits     []uint64 // need_sort: free_pages as a set
 	nbits    int
-	lo       int      // lowest word that may hold a set bit
-	list     []int32  // no need_sort: free_pages, reversed (head last)
-	released []int32  // release_pages (need_sort)
-	writer   []uint64 // room that last wrote the page, 0 = never
-	out      []bool   // that write was generated output
-	line     []uint64 // the writer's line that put it there
-	prevW    []uint64 // writer before the current holder wrote
-	prevOut  []bool
-	prevLine []uint64
-	holder   []uint64 // room the page was last handed to
-	held     map[*rreq][]int32
+	lo       int     // lowest word that may hold a set bit
+	list     []int32 // no need_sort: free_pages, reversed (head last)
+	released []int32 // release_pages (need_sort)
+	// pages holds each page's history in one record, so a write touches
+	// one cache line rather than one per field.
+	pages []pageState
+	held  map[*rreq][]int32
+	buf   []int32 // scratch for next(k, false)
+}
+
+// pageState is what the replay knows of one page.
+type pageState struct {
+	writer   uint64 // room that last wrote the page, 0 = never
+	line     uint64 // the writer's line that put it there
+	prevW    uint64 // writer before the current holder wrote
+	prevLine uint64
+	holder   uint64 // room the page was last handed to
+	out      bool   // that write was generated output
+	prevOut  bool
 }
 
 func newLanePool(n, ps int, sorted bool) *lanePool {
-	p := &lanePool{ps: ps, needSort: sorted, held: map[*rreq][]int32{},
-		writer: make([]uint64, n+1), out: make([]bool, n+1), line: make([]uint64, n+1),
-		prevW: make([]uint64, n+1), prevOut: make([]bool, n+1), prevLine: make([]uint64, n+1), holder: make([]uint64, n+1)}
+	p := &lanePool{ps: ps, needSort: sorted, held: map[*rreq][]int32{}, pages: make([]pageState, n+1)}
 	if sorted {
 		p.bits = make([]uint64, (n+1+63)/64)
 		for i := 1; i <= n; i++ {
@@ -518,15 +524,22 @@ func (p *lanePool) nfree() int {
 
 // next returns up to k pages from the head of free_pages, head first,
 // removing them when take is set.
-func (p *lanePool) next(k int, take bool) []int32 {
+func (p *lanePool) next(k int, take bool, spare int) []int32 {
 	k = min(k, p.nfree())
-	out := make([]int32, 0, k)
+	var out []int32
+	if take {
+		out = make([]int32, 0, k+spare)
+	} else {
+		out = p.buf[:0] // a peek: valid until the next peek
+	}
 	if !p.needSort {
 		for i := 0; i < k; i++ {
 			out = append(out, p.list[len(p.list)-1-i])
 		}
 		if take {
 			p.list = p.list[:len(p.list)-k]
+		} else {
+			p.buf = out
 		}
 		return out
 	}
@@ -546,6 +559,8 @@ func (p *lanePool) next(k int, take bool) []int32 {
 	}
 	if take {
 		p.nbits -= len(out)
+	} else {
+		p.buf = out
 	}
 	return out
 }
@@ -563,7 +578,9 @@ func (p *lanePool) mergeReleased() {
 	p.released = p.released[:0]
 }
 
-func (p *lanePool) take(n int, short bool) []int32 {
+// take allocates n pages (nil when they do not fit); the slice has room
+// for spare more (the request's decode growth).
+func (p *lanePool) take(n int, short bool, spare int) []int32 {
 	if p.needSort && short {
 		p.mergeReleased()
 	}
@@ -575,26 +592,29 @@ func (p *lanePool) take(n int, short bool) []int32 {
 	if n <= 0 || n > p.nfree() {
 		return nil
 	}
-	return p.next(n, true)
+	return p.next(n, true, spare)
 }
 
 func (p *lanePool) write(pages []int32, room uint64, output bool, line uint64) {
 	for _, pg := range pages {
-		p.prevW[pg], p.prevOut[pg], p.prevLine[pg] = p.writer[pg], p.out[pg], p.line[pg]
-		p.writer[pg], p.out[pg], p.line[pg] = room, output, line
+		st := &p.pages[pg]
+		st.prevW, st.prevOut, st.prevLine = st.writer, st.out, st.line
+		st.writer, st.out, st.line = room, output, line
 	}
 }
 
 // release is free(): unique pages onto release_pages (need_sort), or in
 // front of free_pages, lowest first.
 func (p *lanePool) release(pages []int32) {
+	if p.needSort {
+		// Order does not matter: the merge sorts (a request's pages are
+		// distinct, so no duplicates either).
+		p.released = append(p.released, pages...)
+		return
+	}
 	u := slices.Clone(pages)
 	slices.Sort(u)
 	u = slices.Compact(u)
-	if p.needSort {
-		p.released = append(p.released, u...)
-		return
-	}
 	for i := len(u) - 1; i >= 0; i-- {
 		p.list = append(p.list, u[i])
 	}
@@ -623,25 +643,21 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 			if n > p.nfree()+len(p.released) {
 				return false
 			}
-			pg := p.take(n, r.prompt/ps+2 > p.nfree())
+			pg := p.take(n, r.prompt/ps+2 > p.nfree(), r.growth)
 			if pg == nil {
 				return false
 			}
 			var prevHolders []uint64
 			if want[r.room] {
 				for _, q := range pg {
-					prevHolders = append(prevHolders, p.holder[q])
+					prevHolders = append(prevHolders, p.pages[q].holder)
 				}
-				for _, q := range p.next(replaySlack, false) {
-					prevHolders = append(prevHolders, p.holder[q])
+				for _, q := range p.next(replaySlack, false, 0) {
+					prevHolders = append(prevHolders, p.pages[q].holder)
 				}
 			}
 			for _, q := range pg {
-				p.holder[q] = r.room
-			}
-			if r.growth > 0 {
-				// Room for the decode pages, so growth does not reallocate.
-				pg = append(make([]int32, 0, len(pg)+r.growth), pg...)
+				p.pages[q].holder = r.room
 			}
 			p.held[r] = pg
 			running++
@@ -658,12 +674,14 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 					lo = 1
 				}
 				for _, q := range pg[min(lo, len(pg)):] {
-					addWriter(vr.Likely, p.writer[q], p.out[q], p.line[q], r.room)
+					st := &p.pages[q]
+					addWriter(vr.Likely, st.writer, st.out, st.line, r.room)
 				}
 				// The next pages in the free list: the victim's under a
 				// slightly later position.
-				for _, q := range p.next(replaySlack, false) {
-					addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], r.room)
+				for _, q := range p.next(replaySlack, false, 0) {
+					st := &p.pages[q]
+					addWriter(vr.Possible, st.writer, st.out, st.line, r.room)
 				}
 				res[r.room] = vr
 			}
@@ -684,14 +702,14 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 			if pg == nil {
 				return true
 			}
-			np := p.take(1, max(running, 1) > p.nfree())
+			np := p.take(1, max(running, 1) > p.nfree(), 0)
 			if np == nil {
 				return true
 			}
-			if vr := res[r.room]; vr != nil && p.holder[np[0]] != 0 && p.holder[np[0]] != r.room {
-				vr.Held[p.holder[np[0]]] = true
+			if vr := res[r.room]; vr != nil && p.pages[np[0]].holder != 0 && p.pages[np[0]].holder != r.room {
+				vr.Held[p.pages[np[0]].holder] = true
 			}
-			p.holder[np[0]] = r.room
+			p.pages[np[0]].holder = r.room
 			p.held[r] = append(pg, np...)
 			p.write(np, r.room, true, o.line)
 		case opFree:
@@ -735,8 +753,9 @@ func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own []in
 	}
 	lo := own[0]
 	for q := max(int32(1), lo-replaySlack); q < lo; q++ {
-		addWriter(vr.Possible, p.prevW[q], p.prevOut[q], p.prevLine[q], victim)
-		addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], victim)
+		st := &p.pages[q]
+		addWriter(vr.Possible, st.prevW, st.prevOut, st.prevLine, victim)
+		addWriter(vr.Possible, st.writer, st.out, st.line, victim)
 	}
 }
 

@@ -78,26 +78,26 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 		steps  func(p *lanePool) []int32
 		want   []int32
 	}{
-		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false) }, []int32{1, 2, 3}},
+		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false, 0) }, []int32{1, 2, 3}},
 		{"need_sort: freed pages wait until free_pages is short", true, func(p *lanePool) []int32 {
-			a := p.take(4, false)
-			p.take(2, false)
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
 			p.release(a[:2])
-			return p.take(3, false)
+			return p.take(3, false, 0)
 		}, []int32{7, 8, 9}},
 		{"need_sort: a short allocation merges and sorts", true, func(p *lanePool) []int32 {
-			a := p.take(4, false)
-			p.take(2, false)
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
 			p.release(a[:2])
-			return p.take(3, true)
+			return p.take(3, true, 0)
 		}, []int32{1, 2, 7}},
 		{"no sort: freed pages go to the front", false, func(p *lanePool) []int32 {
-			a := p.take(4, false)
-			p.take(2, false)
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
 			p.release(a[:2])
-			return p.take(3, false)
+			return p.take(3, false, 0)
 		}, []int32{1, 2, 7}},
-		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true) }, nil},
+		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true, 0) }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.steps(newLanePool(10, 1, tc.sorted)); !slices.Equal(got, tc.want) {
