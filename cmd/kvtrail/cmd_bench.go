@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -166,6 +168,11 @@ and discarded.`,
 			}
 			fmt.Fprintf(w, "  %-38s %9.3fs\n\nratio analysis/scan: %.1f\n", "total", res.ScanTotal().Seconds(),
 				res.Total().Seconds()/res.ScanTotal().Seconds())
+			with, without := res.Replay.Median()
+			fmt.Fprintf(w, "\nallocator replay cost: the whole analysis again, alternately without and with the replay, same data\n")
+			fmt.Fprintf(w, "  %-38s %9.3fs  (median of %s)\n", "without replay", without.Seconds(), fmtRuns(res.Replay.Without))
+			fmt.Fprintf(w, "  %-38s %9.3fs  (median of %s)\n", "with replay", with.Seconds(), fmtRuns(res.Replay.With))
+			fmt.Fprintf(w, "ratio with/without replay: %.2f (target <= 1.20)\n", res.Replay.Ratio())
 			return nil
 		},
 	}
@@ -173,6 +180,15 @@ and discarded.`,
 	c.Flags().Float64Var(&scale, "scale", 0.5, "simulator scale (incident-2026: ~100k requests per 1.0)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
 	return c
+}
+
+// fmtRuns lists run times in seconds: "5.102s, 5.310s".
+func fmtRuns(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%.3fs", d.Seconds())
+	}
+	return strings.Join(parts, ", ")
 }
 
 func init() { extraCommands = append(extraCommands, newBenchCmd) }

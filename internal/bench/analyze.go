@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -36,7 +37,50 @@ type AnalyzeResult struct {
 	// Scans are the baseline: every column the analysis reads, with its
 	// filters, streamed and discarded, i.e. reading the data once.
 	Scans []Timed
+	// Replay is the allocator replay's cost: the whole analysis timed
+	// again with and without it, alternately, on the same data.
+	Replay ReplayCost
 }
+
+// ReplayCost holds whole-analysis times (load, analyzers, reconstruction,
+// with their writes) with the allocator replay and without it
+// (analyze.Config.SkipReplay: every victim falls back to its node/rank
+// window), measured alternately in one run so that load on the machine
+// and ClickHouse's caches weigh on both alike.
+type ReplayCost struct {
+	With, Without []time.Duration
+}
+
+// Ratio is median(with) / median(without): 1.2 means the replay adds 20 %.
+func (c ReplayCost) Ratio() float64 {
+	w, wo := median(c.With), median(c.Without)
+	if wo <= 0 {
+		return 0
+	}
+	return float64(w) / float64(wo)
+}
+
+// Median returns the median times (with, without).
+func (c ReplayCost) Median() (with, without time.Duration) {
+	return median(c.With), median(c.Without)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// replayPairs is how many (without, with) pairs of whole analyses measure
+// the replay's cost after the first, timed-by-phase run (which warms the
+// caches and is not counted).
+const replayPairs = 2
 
 // Total is load + analyzers + reconstruction.
 func (r AnalyzeResult) Total() time.Duration {
@@ -110,6 +154,24 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 		res.Tenants = len(rep.Reconstruction.Rows)
 	}
 	d := rep
+	for i := 0; i < 2*replayPairs; i++ {
+		c := cfg
+		c.SkipReplay = i%2 == 0
+		rr := &analyze.Runner{DB: s, Cfg: c, Analyzers: analyze.All(c), Trigger: "bench"}
+		t0 := time.Now()
+		x, err := rr.Run(ctx, rep.Window, nil)
+		if err != nil {
+			return res, fmt.Errorf("analyze (skip replay %v): %w", c.SkipReplay, err)
+		}
+		if x.Errors() {
+			return res, fmt.Errorf("an analyzer failed (skip replay %v)", c.SkipReplay)
+		}
+		if c.SkipReplay {
+			res.Replay.Without = append(res.Replay.Without, time.Since(t0))
+		} else {
+			res.Replay.With = append(res.Replay.With, time.Since(t0))
+		}
+	}
 
 	from, to := uint32(d.Window.From.Unix()), uint32(d.Window.To.Unix())
 	var n uint64
