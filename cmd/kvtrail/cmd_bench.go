@@ -123,7 +123,10 @@ incident-2026 at --scale 10), ingests it into a fresh database, then times
 loading the window, each analyzer and the affected-customer reconstruction,
 and, as the baseline in the same run, one read of every column the run
 reads from each table with the analyzers' filters, streamed to the client
-and discarded.`,
+and discarded. Then it times the whole analysis again, alternately without
+the allocator replay (every victim falls back to its node/rank window) and
+with it, on the same data, and prints the ratio of the medians: what the
+replay costs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
