@@ -255,12 +255,14 @@ func replayNode(d *Dataset, node string, reqs []*rreq, placeholder, noWrite, wan
 	}
 }
 
-// op is one allocator operation of a lane.
+// op is one allocator operation of a lane. It names its request by index
+// in the lane (no pointer: the garbage collector does not scan the ops,
+// which are most of the replay's memory).
 type op struct {
 	at   int64
-	kind uint8 // opPrealloc, opGrow, opFree
-	r    *rreq
 	line uint64
+	ri   int32 // index of the request in the lane
+	kind uint8 // opPrealloc, opGrow, opFree
 }
 
 const (
@@ -286,12 +288,12 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 	var ops []op
 	coarse := true
 	unknown := 0
-	for _, r := range reqs {
+	for ri, r := range reqs {
 		if r.recv.UnixNano()%int64(time.Second) != 0 {
 			coarse = false
 		}
 		recvLine := r.lines[0]
-		ops = append(ops, op{r.recv.UnixNano(), opPrealloc, r, recvLine})
+		ops = append(ops, op{r.recv.UnixNano(), recvLine, int32(ri), opPrealloc})
 		fin := r.fin
 		if !r.finished || fin.Before(r.recv) {
 			unknown++
@@ -307,11 +309,11 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 			for pos := (r.prompt + ps - 1) / ps * ps; pos <= last; pos += ps {
 				r.growth++
 				i := pos - r.prompt + 1
-				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), opGrow, r, recvLine})
+				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), recvLine, int32(ri), opGrow})
 			}
 		}
 		if r.finished {
-			ops = append(ops, op{fin.UnixNano(), opFree, r, r.lines[len(r.lines)-1]})
+			ops = append(ops, op{fin.UnixNano(), r.lines[len(r.lines)-1], int32(ri), opFree})
 		}
 	}
 	// Nothing after the last wanted request's Finish changes what it was
@@ -340,7 +342,7 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 	}
 	results := make([]map[uint64]*VictimReplay, len(variants))
 	for i, v := range variants {
-		results[i] = runLane(v, npages, ps, needSort(b), want)
+		results[i] = runLane(v, reqs, npages, ps, needSort(b), want)
 	}
 	gapped := func(t time.Time) bool {
 		for _, g := range d.Gaps {
@@ -482,7 +484,8 @@ type lanePool struct {
 	// pages holds each page's history in one record, so a write touches
 	// one cache line rather than one per field.
 	pages []pageState
-	held  map[*rreq][]int32
+	held  [][]int32 // pages each request of the lane holds, by index
+	holds []bool    // whether it holds pages (it may hold none)
 	buf   []int32 // scratch for next(k, false)
 }
 
@@ -498,7 +501,7 @@ type pageState struct {
 }
 
 func newLanePool(n, ps int, sorted bool) *lanePool {
-	p := &lanePool{ps: ps, needSort: sorted, held: map[*rreq][]int32{}, pages: make([]pageState, n+1)}
+	p := &lanePool{ps: ps, needSort: sorted, pages: make([]pageState, n+1)}
 	if sorted {
 		p.bits = make([]uint64, (n+1+63)/64)
 		for i := 1; i <= n; i++ {
@@ -623,8 +626,9 @@ func (p *lanePool) release(pages []int32) {
 // runLane replays one order of a lane and returns, per wanted room, the
 // writers of its prompt pages (Likely) and of the free-list neighbours
 // (Possible).
-func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
+func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
 	p := newLanePool(npages, ps, sorted)
+	p.held, p.holds = make([][]int32, len(reqs)), make([]bool, len(reqs))
 	res := map[uint64]*VictimReplay{}
 	running := 0
 	// The prealloc queue: a request whose prompt does not fit waits, in
@@ -636,7 +640,7 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 		queue = slices.DeleteFunc(queue, func(q op) bool { return step(q) })
 	}
 	step = func(o op) bool {
-		r := o.r
+		r := reqs[o.ri]
 		switch o.kind {
 		case opPrealloc:
 			n := (r.prompt + ps - 1) / ps
@@ -659,7 +663,7 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 			for _, q := range pg {
 				p.pages[q].holder = r.room
 			}
-			p.held[r] = pg
+			p.held[o.ri], p.holds[o.ri] = pg, true
 			running++
 			if want[r.room] {
 				vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
@@ -698,8 +702,8 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 				markRecentNeighbours(p, res[r.room], r.room, pg)
 			}
 		case opGrow:
-			pg := p.held[r]
-			if pg == nil {
+			pg := p.held[o.ri]
+			if !p.holds[o.ri] {
 				return true
 			}
 			np := p.take(1, max(running, 1) > p.nfree(), 0)
@@ -710,12 +714,12 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 				vr.Held[p.pages[np[0]].holder] = true
 			}
 			p.pages[np[0]].holder = r.room
-			p.held[r] = append(pg, np...)
+			p.held[o.ri] = append(pg, np...)
 			p.write(np, r.room, true, o.line)
 		case opFree:
-			if pg, ok := p.held[r]; ok {
-				p.release(pg)
-				delete(p.held, r)
+			if p.holds[o.ri] {
+				p.release(p.held[o.ri])
+				p.held[o.ri], p.holds[o.ri] = nil, false
 				running--
 			}
 		}
@@ -725,12 +729,12 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 		if o.kind == opFree {
 			// A request still queued when it finishes (aborted while
 			// waiting) never got pages.
-			queue = slices.DeleteFunc(queue, func(q op) bool { return q.r == o.r })
+			queue = slices.DeleteFunc(queue, func(q op) bool { return q.ri == o.ri })
 		}
 		// Queued requests that never got pages are dropped after the
 		// disaggregation waiting timeout (300 s, the KVPoll timeout).
 		queue = slices.DeleteFunc(queue, func(q op) bool { return o.at-q.at > int64(waitingTimeout) })
-		if o.kind == opPrealloc && (o.r.prompt+ps-1)/ps > npages {
+		if o.kind == opPrealloc && (reqs[o.ri].prompt+ps-1)/ps > npages {
 			continue // can never fit
 		}
 		if !step(o) {

@@ -116,13 +116,14 @@ func TestRunLaneWriters(t *testing.T) {
 	b := &rreq{room: 22, prompt: 4, ownWrites: true}
 	c := &rreq{room: 33, prompt: 2, ownWrites: true}
 	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true}
+	reqs := []*rreq{a, b, c, v}
 	ops := []op{
-		{at(1), opPrealloc, a, 1}, {at(2), opPrealloc, b, 2}, {at(3), opFree, a, 3},
-		{at(4), opPrealloc, c, 4}, {at(5), opFree, b, 5}, {at(6), opFree, c, 6},
+		{at(1), 1, 0, opPrealloc}, {at(2), 2, 1, opPrealloc}, {at(3), 3, 0, opFree},
+		{at(4), 4, 2, opPrealloc}, {at(5), 5, 1, opFree}, {at(6), 6, 2, opFree},
 		// 10 pages: 8 + 2 held/freed, 2 free left; 4/1+2 > 2 merges.
-		{at(7), opPrealloc, v, 7},
+		{at(7), 7, 3, opPrealloc},
 	}
-	res := runLane(ops, 10, 1, true, map[uint64]bool{99: true})
+	res := runLane(ops, reqs, 10, 1, true, map[uint64]bool{99: true})
 	got := res[99]
 	if got == nil {
 		t.Fatal("no replay for the victim")

@@ -176,6 +176,9 @@ replay costs.`,
 			fmt.Fprintf(w, "  %-38s %9.3fs  (median of %s)\n", "without replay", without.Seconds(), fmtRuns(res.Replay.Without))
 			fmt.Fprintf(w, "  %-38s %9.3fs  (median of %s)\n", "with replay", with.Seconds(), fmtRuns(res.Replay.With))
 			fmt.Fprintf(w, "ratio with/without replay: %.2f (target <= 1.20)\n", res.Replay.Ratio())
+			fmt.Fprintf(w, "  kvtrail CPU (user+sys) without replay: median of %s; with: median of %s\n",
+				fmtRuns(res.Replay.WithoutCPU), fmtRuns(res.Replay.WithCPU))
+			fmt.Fprintf(w, "CPU ratio with/without replay: %.2f (kvtrail's process only; steadier than wall time on a busy machine)\n", res.Replay.CPURatio())
 			return nil
 		},
 	}

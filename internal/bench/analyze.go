@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -49,6 +51,29 @@ type AnalyzeResult struct {
 // and ClickHouse's caches weigh on both alike.
 type ReplayCost struct {
 	With, Without []time.Duration
+	// WithCPU and WithoutCPU are the CPU time kvtrail's own process spent
+	// (user + system, all threads, garbage collection included) in the
+	// same analyses: on a shared machine, steadier than wall time.
+	// ClickHouse's side, the same queries in both but one, is not in it.
+	WithCPU, WithoutCPU []time.Duration
+}
+
+// CPURatio is median(WithCPU) / median(WithoutCPU).
+func (c ReplayCost) CPURatio() float64 {
+	w, wo := median(c.WithCPU), median(c.WithoutCPU)
+	if wo <= 0 {
+		return 0
+	}
+	return float64(w) / float64(wo)
+}
+
+// processCPU is the CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Ratio is median(with) / median(without): 1.2 means the replay adds 20 %.
@@ -158,8 +183,10 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 		c := cfg
 		c.SkipReplay = i%2 == 0
 		rr := &analyze.Runner{DB: s, Cfg: c, Analyzers: analyze.All(c), Trigger: "bench"}
-		t0 := time.Now()
+		runtime.GC() // each analysis starts from a collected heap
+		t0, c0 := time.Now(), processCPU()
 		x, err := rr.Run(ctx, rep.Window, nil)
+		wall, cpu := time.Since(t0), processCPU()-c0
 		if err != nil {
 			return res, fmt.Errorf("analyze (skip replay %v): %w", c.SkipReplay, err)
 		}
@@ -167,9 +194,11 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 			return res, fmt.Errorf("an analyzer failed (skip replay %v)", c.SkipReplay)
 		}
 		if c.SkipReplay {
-			res.Replay.Without = append(res.Replay.Without, time.Since(t0))
+			res.Replay.Without = append(res.Replay.Without, wall)
+			res.Replay.WithoutCPU = append(res.Replay.WithoutCPU, cpu)
 		} else {
-			res.Replay.With = append(res.Replay.With, time.Since(t0))
+			res.Replay.With = append(res.Replay.With, wall)
+			res.Replay.WithCPU = append(res.Replay.WithCPU, cpu)
 		}
 	}
 

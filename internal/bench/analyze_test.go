@@ -68,6 +68,9 @@ func TestAnalyzeBaselineReadsTheRows(t *testing.T) {
 			t.Errorf("an analysis of the replay comparison was not timed: %v", res.Replay)
 		}
 	}
+	if len(res.Replay.WithCPU) != 2 || res.Replay.CPURatio() <= 0 {
+		t.Errorf("replay CPU not measured: %+v", res.Replay)
+	}
 	if r := res.Replay.Ratio(); r <= 0 {
 		t.Errorf("replay ratio %v", r)
 	}
