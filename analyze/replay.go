@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -486,7 +487,7 @@ type lanePool struct {
 	pages []pageState
 	held  [][]int32 // pages each request of the lane holds, by index
 	holds []bool    // whether it holds pages (it may hold none)
-	buf   []int32 // scratch for next(k, false)
+	buf   []int32   // scratch for next(k, false)
 }
 
 // pageState is what the replay knows of one page.
@@ -500,8 +501,20 @@ type pageState struct {
 	prevOut  bool
 }
 
+// pageStates recycles the per-page records between lanes and orders: a
+// lane of a large pool needs megabytes of them, and allocating them afresh
+// for each made the collector run (and scan the whole dataset) more often.
+var pageStates sync.Pool
+
 func newLanePool(n, ps int, sorted bool) *lanePool {
-	p := &lanePool{ps: ps, needSort: sorted, pages: make([]pageState, n+1)}
+	var pages []pageState
+	if b, ok := pageStates.Get().(*[]pageState); ok && cap(*b) >= n+1 {
+		pages = (*b)[:n+1]
+		clear(pages)
+	} else {
+		pages = make([]pageState, n+1)
+	}
+	p := &lanePool{ps: ps, needSort: sorted, pages: pages}
 	if sorted {
 		p.bits = make([]uint64, (n+1+63)/64)
 		for i := 1; i <= n; i++ {
@@ -628,6 +641,7 @@ func (p *lanePool) release(pages []int32) {
 // (Possible).
 func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
 	p := newLanePool(npages, ps, sorted)
+	defer func() { pageStates.Put(&p.pages) }() // nothing returned points into them
 	p.held, p.holds = make([][]int32, len(reqs)), make([]bool, len(reqs))
 	res := map[uint64]*VictimReplay{}
 	running := 0
