@@ -18,10 +18,11 @@ import (
 // tier.
 func TestSharedReplay(t *testing.T) {
 	ctx := context.Background()
+	// Its own scenario: the simulated files belong to the one test that
+	// uses a scenario (helpers_test.go).
 	db, _ := loaded(t, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.1, Tenants: 120,
-		PageEvents: true, DecodePool: 1_245_184})
+		DecodePool: 1_245_184})
 	cfg := DefaultConfig()
-	cfg.ignorePages = true
 	r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow }}
 
 	// What Run does, keeping the dataset.
