@@ -105,7 +105,7 @@ func median(ds []time.Duration) time.Duration {
 // replayPairs is how many (without, with) pairs of whole analyses measure
 // the replay's cost after the first, timed-by-phase run (which warms the
 // caches and is not counted).
-const replayPairs = 2
+const replayPairs = 3
 
 // Total is load + analyzers + reconstruction.
 func (r AnalyzeResult) Total() time.Duration {
