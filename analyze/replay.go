@@ -485,20 +485,23 @@ type lanePool struct {
 	// pages holds each page's history in one record, so a write touches
 	// one cache line rather than one per field.
 	pages []pageState
+	reqs  []*rreq   // the lane's requests, which pageState indexes
 	held  [][]int32 // pages each request of the lane holds, by index
 	holds []bool    // whether it holds pages (it may hold none)
 	buf   []int32   // scratch for next(k, false)
 }
 
-// pageState is what the replay knows of one page.
+// pageState is what the replay knows of one page. Requests are named by
+// their index in the lane plus one (0 = none): 16 bytes a page, so the
+// per-page passes of an allocation touch a third of the memory they did
+// with rooms and line ids (a writer's line is its Receive line, found from
+// the index).
 type pageState struct {
-	writer   uint64 // room that last wrote the page, 0 = never
-	line     uint64 // the writer's line that put it there
-	prevW    uint64 // writer before the current holder wrote
-	prevLine uint64
-	holder   uint64 // room the page was last handed to
-	out      bool   // that write was generated output
-	prevOut  bool
+	writer  int32 // request that last wrote the page
+	prevW   int32 // writer before the current holder wrote
+	holder  int32 // request the page was last handed to
+	out     bool  // that write was generated output
+	prevOut bool
 }
 
 // pageStates recycles the per-page records between lanes and orders: a
@@ -611,12 +614,29 @@ func (p *lanePool) take(n int, short bool, spare int) []int32 {
 	return p.next(n, true, spare)
 }
 
-func (p *lanePool) write(pages []int32, room uint64, output bool, line uint64) {
+// write records request ri (its lane index) as the writer of pages.
+func (p *lanePool) write(pages []int32, ri int32, output bool) {
 	for _, pg := range pages {
 		st := &p.pages[pg]
-		st.prevW, st.prevOut, st.prevLine = st.writer, st.out, st.line
-		st.writer, st.out, st.line = room, output, line
+		st.prevW, st.prevOut = st.writer, st.out
+		st.writer, st.out = ri+1, output
 	}
+}
+
+// room is the room of the request a pageState names (0 for none).
+func (p *lanePool) room(i int32) uint64 {
+	if i == 0 {
+		return 0
+	}
+	return p.reqs[i-1].room
+}
+
+// line is the line a pageState's writer wrote with: its Receive line.
+func (p *lanePool) line(i int32) uint64 {
+	if i == 0 || len(p.reqs[i-1].lines) == 0 {
+		return 0
+	}
+	return p.reqs[i-1].lines[0]
 }
 
 // release is free(): unique pages onto release_pages (need_sort), or in
@@ -642,6 +662,7 @@ func (p *lanePool) release(pages []int32) {
 func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
 	p := newLanePool(npages, ps, sorted)
 	defer func() { pageStates.Put(&p.pages) }() // nothing returned points into them
+	p.reqs = reqs
 	p.held, p.holds = make([][]int32, len(reqs)), make([]bool, len(reqs))
 	res := map[uint64]*VictimReplay{}
 	running := 0
@@ -668,14 +689,14 @@ func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint6
 			var prevHolders []uint64
 			if want[r.room] {
 				for _, q := range pg {
-					prevHolders = append(prevHolders, p.pages[q].holder)
+					prevHolders = append(prevHolders, p.room(p.pages[q].holder))
 				}
 				for _, q := range p.next(replaySlack, false, 0) {
-					prevHolders = append(prevHolders, p.pages[q].holder)
+					prevHolders = append(prevHolders, p.room(p.pages[q].holder))
 				}
 			}
 			for _, q := range pg {
-				p.pages[q].holder = r.room
+				p.pages[q].holder = o.ri + 1
 			}
 			p.held[o.ri], p.holds[o.ri] = pg, true
 			running++
@@ -693,22 +714,22 @@ func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint6
 				}
 				for _, q := range pg[min(lo, len(pg)):] {
 					st := &p.pages[q]
-					addWriter(vr.Likely, st.writer, st.out, st.line, r.room)
+					addWriter(vr.Likely, p.room(st.writer), st.out, p.line(st.writer), r.room)
 				}
 				// The next pages in the free list: the victim's under a
 				// slightly later position.
 				for _, q := range p.next(replaySlack, false, 0) {
 					st := &p.pages[q]
-					addWriter(vr.Possible, st.writer, st.out, st.line, r.room)
+					addWriter(vr.Possible, p.room(st.writer), st.out, p.line(st.writer), r.room)
 				}
 				res[r.room] = vr
 			}
 			switch {
 			case !r.ownWrites:
 			case r.placeholder:
-				p.write(pg[:1], r.room, false, o.line)
+				p.write(pg[:1], o.ri, false)
 			default:
-				p.write(pg, r.room, false, o.line)
+				p.write(pg, o.ri, false)
 			}
 			if want[r.room] {
 				// Pages handed out just before the victim could have been
@@ -724,12 +745,14 @@ func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint6
 			if np == nil {
 				return true
 			}
-			if vr := res[r.room]; vr != nil && p.pages[np[0]].holder != 0 && p.pages[np[0]].holder != r.room {
-				vr.Held[p.pages[np[0]].holder] = true
+			if h := p.room(p.pages[np[0]].holder); h != 0 && h != r.room {
+				if vr := res[r.room]; vr != nil {
+					vr.Held[h] = true
+				}
 			}
-			p.pages[np[0]].holder = r.room
+			p.pages[np[0]].holder = o.ri + 1
 			p.held[o.ri] = append(pg, np...)
-			p.write(np, r.room, true, o.line)
+			p.write(np, o.ri, true)
 		case opFree:
 			if p.holds[o.ri] {
 				p.release(p.held[o.ri])
@@ -772,8 +795,8 @@ func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own []in
 	lo := own[0]
 	for q := max(int32(1), lo-replaySlack); q < lo; q++ {
 		st := &p.pages[q]
-		addWriter(vr.Possible, st.prevW, st.prevOut, st.prevLine, victim)
-		addWriter(vr.Possible, st.writer, st.out, st.line, victim)
+		addWriter(vr.Possible, p.room(st.prevW), st.prevOut, p.line(st.prevW), victim)
+		addWriter(vr.Possible, p.room(st.writer), st.out, p.line(st.writer), victim)
 	}
 }
 

@@ -112,10 +112,10 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 // release_pages is not its writer.
 func TestRunLaneWriters(t *testing.T) {
 	at := func(s int) int64 { return int64(s) * int64(time.Second) }
-	a := &rreq{room: 11, prompt: 4, ownWrites: true}
-	b := &rreq{room: 22, prompt: 4, ownWrites: true}
-	c := &rreq{room: 33, prompt: 2, ownWrites: true}
-	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true}
+	a := &rreq{room: 11, prompt: 4, ownWrites: true, lines: []uint64{1, 3}}
+	b := &rreq{room: 22, prompt: 4, ownWrites: true, lines: []uint64{2, 5}}
+	c := &rreq{room: 33, prompt: 2, ownWrites: true, lines: []uint64{4, 6}}
+	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true, lines: []uint64{7}}
 	reqs := []*rreq{a, b, c, v}
 	ops := []op{
 		{at(1), 1, 0, opPrealloc}, {at(2), 2, 1, opPrealloc}, {at(3), 3, 0, opFree},
@@ -133,6 +133,10 @@ func TestRunLaneWriters(t *testing.T) {
 	// b's pages 5..8 are next in the list: possible.
 	if len(got.Likely) != 2 || got.Likely[11] == nil || got.Likely[11].Prompt != 2 || got.Likely[33] == nil || got.Likely[33].Prompt != 1 {
 		t.Errorf("likely writers = %v, want room 11 on 2 and room 33 on 1 prompt pages", got.Likely)
+	}
+	// Each writer is cited by the line it wrote with (its Receive line).
+	if w := got.Likely[11]; w != nil && !slices.Equal(w.Lines, []uint64{1}) {
+		t.Errorf("room 11 cited by lines %v, want its Receive line 1", w.Lines)
 	}
 	if got.Possible[22] == nil {
 		t.Errorf("possible writers %v lack the neighbour room 22", got.Possible)
