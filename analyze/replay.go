@@ -661,7 +661,12 @@ func (p *lanePool) release(pages []int32) {
 // (Possible).
 func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
 	p := newLanePool(npages, ps, sorted)
-	defer func() { pageStates.Put(&p.pages) }() // nothing returned points into them
+	defer func() {
+		// Only the records go back (nothing returned points into them); a
+		// pointer to the pool's own field would keep the whole lane alive.
+		buf := p.pages
+		pageStates.Put(&buf)
+	}()
 	p.reqs = reqs
 	p.held, p.holds = make([][]int32, len(reqs)), make([]bool, len(reqs))
 	res := map[uint64]*VictimReplay{}
