@@ -193,7 +193,7 @@ func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageRe
 	if len(want) == 0 {
 		return out, nil
 	}
-	rep, err := replayLineage(ctx, d, nil, nil, want)
+	rep, err := d.lineage(ctx, nil, want)
 	if err != nil {
 		return nil, err
 	}

@@ -36,16 +36,15 @@ type Reconstruction struct {
 }
 
 type victim struct {
-	key        string
-	fact       *Fact
-	tenant     string
-	room       uint64
-	conf       float64
-	findings   []string
-	ts         time.Time
-	nodes      []string
-	placeholer bool
-	evidence   []uint64
+	key      string
+	fact     *Fact
+	tenant   string
+	room     uint64
+	conf     float64
+	findings []string
+	ts       time.Time
+	nodes    []string
+	evidence []uint64
 	// sources: request keys (or room:N) with tenant, tier and pages.
 	sources map[string]*source
 }
@@ -119,20 +118,11 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	if err != nil {
 		return nil, nil, err
 	}
-	placeholder, want := map[uint64]bool{}, map[uint64]bool{}
-	for _, v := range victims {
-		if v.room == 0 {
-			continue
-		}
-		if decodeNodeOf(v) != "" && pr != nil && pr.Nodes[decodeNodeOf(v)] {
-			continue // exact lineage, no replay needed
-		}
-		want[v.room] = true
-		if v.placeholer {
-			placeholder[v.room] = true
-		}
-	}
-	est, err := replayLineage(ctx, d, placeholder, nil, want)
+	// The same choice the Runner makes when it notes victims for the
+	// shared replay (replay_shared.go), so the replay abort_reuse ran
+	// already answers for them.
+	want, placeholder := replayWants(d, pr, fs)
+	est, err := d.lineage(ctx, placeholder, want)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,9 +166,6 @@ func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids [
 		v.findings = append(v.findings, f.ID)
 		v.evidence = append(v.evidence, f.Evidence...)
 		v.nodes = append(v.nodes, f.PrefillNode, f.DecodeNode)
-		if f.Analyzer == "rejected_served" || f.Analyzer == "over_threshold" {
-			v.placeholer = true
-		}
 		for _, k := range f.ForeignRequestKeys {
 			if f.Analyzer == "transfer_mismatch" {
 				continue // page lineage is added below with page counts

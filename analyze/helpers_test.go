@@ -35,6 +35,9 @@ func simulated(t *testing.T, cfg simulate.Config) (string, *simulate.Truth) {
 	if cfg.PageEvents {
 		key += "/pages"
 	}
+	if cfg.Retractions > 0 {
+		key += fmt.Sprintf("/retract%g", cfg.Retractions)
+	}
 	simMu.Lock()
 	c := sims[key]
 	if c == nil {

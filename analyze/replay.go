@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -241,12 +242,14 @@ func replayNode(d *Dataset, node string, reqs []*rreq, placeholder, noWrite, wan
 	}
 }
 
-// op is one allocator operation of a lane.
+// op is one allocator operation of a lane. It names its request by index
+// in the lane (no pointer: the garbage collector does not scan the ops,
+// which are most of the replay's memory).
 type op struct {
 	at   int64
-	kind uint8 // opPrealloc, opGrow, opFree
-	r    *rreq
 	line uint64
+	ri   int32 // index of the request in the lane
+	kind uint8 // opPrealloc, opGrow, opFree
 }
 
 const (
@@ -272,12 +275,12 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 	var ops []op
 	coarse := true
 	unknown := 0
-	for _, r := range reqs {
+	for ri, r := range reqs {
 		if r.recv.UnixNano()%int64(time.Second) != 0 {
 			coarse = false
 		}
 		recvLine := r.lines[0]
-		ops = append(ops, op{r.recv.UnixNano(), opPrealloc, r, recvLine})
+		ops = append(ops, op{r.recv.UnixNano(), recvLine, int32(ri), opPrealloc})
 		fin := r.fin
 		if !r.finished || fin.Before(r.recv) {
 			unknown++
@@ -293,11 +296,11 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 			for pos := (r.prompt + ps - 1) / ps * ps; pos <= last; pos += ps {
 				r.growth++
 				i := pos - r.prompt + 1
-				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), opGrow, r, recvLine})
+				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), recvLine, int32(ri), opGrow})
 			}
 		}
 		if r.finished {
-			ops = append(ops, op{fin.UnixNano(), opFree, r, r.lines[len(r.lines)-1]})
+			ops = append(ops, op{fin.UnixNano(), r.lines[len(r.lines)-1], int32(ri), opFree})
 		}
 	}
 	// Nothing after the last wanted request's Finish changes what it was
@@ -326,7 +329,7 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 	}
 	results := make([]map[uint64]*VictimReplay, len(variants))
 	for i, v := range variants {
-		results[i] = runLane(v, npages, ps, needSort(b), want)
+		results[i] = runLane(v, reqs, npages, ps, needSort(b), want)
 	}
 	gapped := func(t time.Time) bool {
 		for _, g := range d.Gaps {
@@ -462,23 +465,45 @@ type lanePool struct {
 	needSort bool
 	bits     []uint64 // need_sort: free_pages as a set
 	nbits    int
-	lo       int      // lowest word that may hold a set bit
-	list     []int32  // no need_sort: free_pages, reversed (head last)
-	released []int32  // release_pages (need_sort)
-	writer   []uint64 // room that last wrote the page, 0 = never
-	out      []bool   // that write was generated output
-	line     []uint64 // the writer's line that put it there
-	prevW    []uint64 // writer before the current holder wrote
-	prevOut  []bool
-	prevLine []uint64
-	holder   []uint64 // room the page was last handed to
-	held     map[*rreq][]int32
+	lo       int     // lowest word that may hold a set bit
+	list     []int32 // no need_sort: free_pages, reversed (head last)
+	released []int32 // release_pages (need_sort)
+	// pages holds each page's history in one record, so a write touches
+	// one cache line rather than one per field.
+	pages []pageState
+	reqs  []*rreq   // the lane's requests, which pageState indexes
+	held  [][]int32 // pages each request of the lane holds, by index
+	holds []bool    // whether it holds pages (it may hold none)
+	buf   []int32   // scratch for next(k, false)
 }
 
+// pageState is what the replay knows of one page. Requests are named by
+// their index in the lane plus one (0 = none): 16 bytes a page, so the
+// per-page passes of an allocation touch a third of the memory they did
+// with rooms and line ids (a writer's line is its Receive line, found from
+// the index).
+type pageState struct {
+	writer  int32 // request that last wrote the page
+	prevW   int32 // writer before the current holder wrote
+	holder  int32 // request the page was last handed to
+	out     bool  // that write was generated output
+	prevOut bool
+}
+
+// pageStates recycles the per-page records between lanes and orders: a
+// lane of a large pool needs megabytes of them, and allocating them afresh
+// for each made the collector run (and scan the whole dataset) more often.
+var pageStates sync.Pool
+
 func newLanePool(n, ps int, sorted bool) *lanePool {
-	p := &lanePool{ps: ps, needSort: sorted, held: map[*rreq][]int32{},
-		writer: make([]uint64, n+1), out: make([]bool, n+1), line: make([]uint64, n+1),
-		prevW: make([]uint64, n+1), prevOut: make([]bool, n+1), prevLine: make([]uint64, n+1), holder: make([]uint64, n+1)}
+	var pages []pageState
+	if b, ok := pageStates.Get().(*[]pageState); ok && cap(*b) >= n+1 {
+		pages = (*b)[:n+1]
+		clear(pages)
+	} else {
+		pages = make([]pageState, n+1)
+	}
+	p := &lanePool{ps: ps, needSort: sorted, pages: pages}
 	if sorted {
 		p.bits = make([]uint64, (n+1+63)/64)
 		for i := 1; i <= n; i++ {
@@ -504,15 +529,22 @@ func (p *lanePool) nfree() int {
 
 // next returns up to k pages from the head of free_pages, head first,
 // removing them when take is set.
-func (p *lanePool) next(k int, take bool) []int32 {
+func (p *lanePool) next(k int, take bool, spare int) []int32 {
 	k = min(k, p.nfree())
-	out := make([]int32, 0, k)
+	var out []int32
+	if take {
+		out = make([]int32, 0, k+spare)
+	} else {
+		out = p.buf[:0] // a peek: valid until the next peek
+	}
 	if !p.needSort {
 		for i := 0; i < k; i++ {
 			out = append(out, p.list[len(p.list)-1-i])
 		}
 		if take {
 			p.list = p.list[:len(p.list)-k]
+		} else {
+			p.buf = out
 		}
 		return out
 	}
@@ -532,6 +564,8 @@ func (p *lanePool) next(k int, take bool) []int32 {
 	}
 	if take {
 		p.nbits -= len(out)
+	} else {
+		p.buf = out
 	}
 	return out
 }
@@ -549,7 +583,9 @@ func (p *lanePool) mergeReleased() {
 	p.released = p.released[:0]
 }
 
-func (p *lanePool) take(n int, short bool) []int32 {
+// take allocates n pages (nil when they do not fit); the slice has room
+// for spare more (the request's decode growth).
+func (p *lanePool) take(n int, short bool, spare int) []int32 {
 	if p.needSort && short {
 		p.mergeReleased()
 	}
@@ -561,26 +597,46 @@ func (p *lanePool) take(n int, short bool) []int32 {
 	if n <= 0 || n > p.nfree() {
 		return nil
 	}
-	return p.next(n, true)
+	return p.next(n, true, spare)
 }
 
-func (p *lanePool) write(pages []int32, room uint64, output bool, line uint64) {
+// write records request ri (its lane index) as the writer of pages.
+func (p *lanePool) write(pages []int32, ri int32, output bool) {
 	for _, pg := range pages {
-		p.prevW[pg], p.prevOut[pg], p.prevLine[pg] = p.writer[pg], p.out[pg], p.line[pg]
-		p.writer[pg], p.out[pg], p.line[pg] = room, output, line
+		st := &p.pages[pg]
+		st.prevW, st.prevOut = st.writer, st.out
+		st.writer, st.out = ri+1, output
 	}
+}
+
+// room is the room of the request a pageState names (0 for none).
+func (p *lanePool) room(i int32) uint64 {
+	if i == 0 {
+		return 0
+	}
+	return p.reqs[i-1].room
+}
+
+// line is the line a pageState's writer wrote with: its Receive line.
+func (p *lanePool) line(i int32) uint64 {
+	if i == 0 || len(p.reqs[i-1].lines) == 0 {
+		return 0
+	}
+	return p.reqs[i-1].lines[0]
 }
 
 // release is free(): unique pages onto release_pages (need_sort), or in
 // front of free_pages, lowest first.
 func (p *lanePool) release(pages []int32) {
+	if p.needSort {
+		// Order does not matter: the merge sorts (a request's pages are
+		// distinct, so no duplicates either).
+		p.released = append(p.released, pages...)
+		return
+	}
 	u := slices.Clone(pages)
 	slices.Sort(u)
 	u = slices.Compact(u)
-	if p.needSort {
-		p.released = append(p.released, u...)
-		return
-	}
 	for i := len(u) - 1; i >= 0; i-- {
 		p.list = append(p.list, u[i])
 	}
@@ -589,8 +645,16 @@ func (p *lanePool) release(pages []int32) {
 // runLane replays one order of a lane and returns, per wanted room, the
 // writers of its prompt pages (Likely) and of the free-list neighbours
 // (Possible).
-func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
+func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
 	p := newLanePool(npages, ps, sorted)
+	defer func() {
+		// Only the records go back (nothing returned points into them); a
+		// pointer to the pool's own field would keep the whole lane alive.
+		buf := p.pages
+		pageStates.Put(&buf)
+	}()
+	p.reqs = reqs
+	p.held, p.holds = make([][]int32, len(reqs)), make([]bool, len(reqs))
 	res := map[uint64]*VictimReplay{}
 	running := 0
 	// The prealloc queue: a request whose prompt does not fit waits, in
@@ -602,34 +666,30 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 		queue = slices.DeleteFunc(queue, func(q op) bool { return step(q) })
 	}
 	step = func(o op) bool {
-		r := o.r
+		r := reqs[o.ri]
 		switch o.kind {
 		case opPrealloc:
 			n := (r.prompt + ps - 1) / ps
 			if n > p.nfree()+len(p.released) {
 				return false
 			}
-			pg := p.take(n, r.prompt/ps+2 > p.nfree())
+			pg := p.take(n, r.prompt/ps+2 > p.nfree(), r.growth)
 			if pg == nil {
 				return false
 			}
 			var prevHolders []uint64
 			if want[r.room] {
 				for _, q := range pg {
-					prevHolders = append(prevHolders, p.holder[q])
+					prevHolders = append(prevHolders, p.room(p.pages[q].holder))
 				}
-				for _, q := range p.next(replaySlack, false) {
-					prevHolders = append(prevHolders, p.holder[q])
+				for _, q := range p.next(replaySlack, false, 0) {
+					prevHolders = append(prevHolders, p.room(p.pages[q].holder))
 				}
 			}
 			for _, q := range pg {
-				p.holder[q] = r.room
+				p.pages[q].holder = o.ri + 1
 			}
-			if r.growth > 0 {
-				// Room for the decode pages, so growth does not reallocate.
-				pg = append(make([]int32, 0, len(pg)+r.growth), pg...)
-			}
-			p.held[r] = pg
+			p.held[o.ri], p.holds[o.ri] = pg, true
 			running++
 			if want[r.room] {
 				vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
@@ -644,21 +704,23 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 					lo = 1
 				}
 				for _, q := range pg[min(lo, len(pg)):] {
-					addWriter(vr.Likely, p.writer[q], p.out[q], p.line[q], r.room)
+					st := &p.pages[q]
+					addWriter(vr.Likely, p.room(st.writer), st.out, p.line(st.writer), r.room)
 				}
 				// The next pages in the free list: the victim's under a
 				// slightly later position.
-				for _, q := range p.next(replaySlack, false) {
-					addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], r.room)
+				for _, q := range p.next(replaySlack, false, 0) {
+					st := &p.pages[q]
+					addWriter(vr.Possible, p.room(st.writer), st.out, p.line(st.writer), r.room)
 				}
 				res[r.room] = vr
 			}
 			switch {
 			case !r.ownWrites:
 			case r.placeholder:
-				p.write(pg[:1], r.room, false, o.line)
+				p.write(pg[:1], o.ri, false)
 			default:
-				p.write(pg, r.room, false, o.line)
+				p.write(pg, o.ri, false)
 			}
 			if want[r.room] {
 				// Pages handed out just before the victim could have been
@@ -666,24 +728,26 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 				markRecentNeighbours(p, res[r.room], r.room, pg)
 			}
 		case opGrow:
-			pg := p.held[r]
-			if pg == nil {
+			pg := p.held[o.ri]
+			if !p.holds[o.ri] {
 				return true
 			}
-			np := p.take(1, max(running, 1) > p.nfree())
+			np := p.take(1, max(running, 1) > p.nfree(), 0)
 			if np == nil {
 				return true
 			}
-			if vr := res[r.room]; vr != nil && p.holder[np[0]] != 0 && p.holder[np[0]] != r.room {
-				vr.Held[p.holder[np[0]]] = true
+			if h := p.room(p.pages[np[0]].holder); h != 0 && h != r.room {
+				if vr := res[r.room]; vr != nil {
+					vr.Held[h] = true
+				}
 			}
-			p.holder[np[0]] = r.room
-			p.held[r] = append(pg, np...)
-			p.write(np, r.room, true, o.line)
+			p.pages[np[0]].holder = o.ri + 1
+			p.held[o.ri] = append(pg, np...)
+			p.write(np, o.ri, true)
 		case opFree:
-			if pg, ok := p.held[r]; ok {
-				p.release(pg)
-				delete(p.held, r)
+			if p.holds[o.ri] {
+				p.release(p.held[o.ri])
+				p.held[o.ri], p.holds[o.ri] = nil, false
 				running--
 			}
 		}
@@ -693,12 +757,12 @@ func runLane(ops []op, npages, ps int, sorted bool, want map[uint64]bool) map[ui
 		if o.kind == opFree {
 			// A request still queued when it finishes (aborted while
 			// waiting) never got pages.
-			queue = slices.DeleteFunc(queue, func(q op) bool { return q.r == o.r })
+			queue = slices.DeleteFunc(queue, func(q op) bool { return q.ri == o.ri })
 		}
 		// Queued requests that never got pages are dropped after the
 		// disaggregation waiting timeout (300 s, the KVPoll timeout).
 		queue = slices.DeleteFunc(queue, func(q op) bool { return o.at-q.at > int64(waitingTimeout) })
-		if o.kind == opPrealloc && (o.r.prompt+ps-1)/ps > npages {
+		if o.kind == opPrealloc && (reqs[o.ri].prompt+ps-1)/ps > npages {
 			continue // can never fit
 		}
 		if !step(o) {
@@ -721,8 +785,9 @@ func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own []in
 	}
 	lo := own[0]
 	for q := max(int32(1), lo-replaySlack); q < lo; q++ {
-		addWriter(vr.Possible, p.prevW[q], p.prevOut[q], p.prevLine[q], victim)
-		addWriter(vr.Possible, p.writer[q], p.out[q], p.line[q], victim)
+		st := &p.pages[q]
+		addWriter(vr.Possible, p.room(st.prevW), st.prevOut, p.line(st.prevW), victim)
+		addWriter(vr.Possible, p.room(st.writer), st.out, p.line(st.writer), victim)
 	}
 }
 

@@ -37,6 +37,12 @@ type Config struct {
 	// GapThreshold: silence on a node longer than this while the rest of
 	// the fleet logged is a completeness gap.
 	GapThreshold time.Duration
+	// SkipReplay analyzes as if no allocator replay were possible (every
+	// victim falls back to its node/rank window, abort_reuse keeps only
+	// the candidates received after the abort): what the analysis cost
+	// before the replay existed. `kvtrail bench analyze` runs both to
+	// report the replay's cost on the same data.
+	SkipReplay bool
 
 	// ignorePages makes the analyzers act as if no page-level events
 	// existed (tests compare the estimated and the exact lineage on one
@@ -87,6 +93,11 @@ type Dataset struct {
 	pages    *pageReplay
 	pagesErr error
 	pagesOK  bool
+
+	// The one allocator replay of the dataset (replay_shared.go) and the
+	// victim findings noted for it.
+	replay *sharedReplay
+	noted  []Finding
 }
 
 // Run is an immutable analyzer_runs record.
@@ -282,6 +293,11 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		res := r.RunAnalyzer(ctx, d, a)
 		if err := r.save(ctx, &res); err != nil {
 			return rep, err
+		}
+		if !r.SkipReconstruct && !r.Live {
+			// The reconstruction's victims, known early, share the
+			// allocator replay abort_reuse runs (replay_shared.go).
+			d.noteFindings(res.Findings)
 		}
 		rep.Runs = append(rep.Runs, res)
 		rep.Phases = append(rep.Phases, Phase{"analyzer " + a.Name(), res.Duration})

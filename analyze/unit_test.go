@@ -78,26 +78,26 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 		steps  func(p *lanePool) []int32
 		want   []int32
 	}{
-		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false) }, []int32{1, 2, 3}},
+		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false, 0) }, []int32{1, 2, 3}},
 		{"need_sort: freed pages wait until free_pages is short", true, func(p *lanePool) []int32 {
-			a := p.take(4, false)
-			p.take(2, false)
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
 			p.release(a[:2])
-			return p.take(3, false)
+			return p.take(3, false, 0)
 		}, []int32{7, 8, 9}},
 		{"need_sort: a short allocation merges and sorts", true, func(p *lanePool) []int32 {
-			a := p.take(4, false)
-			p.take(2, false)
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
 			p.release(a[:2])
-			return p.take(3, true)
+			return p.take(3, true, 0)
 		}, []int32{1, 2, 7}},
 		{"no sort: freed pages go to the front", false, func(p *lanePool) []int32 {
-			a := p.take(4, false)
-			p.take(2, false)
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
 			p.release(a[:2])
-			return p.take(3, false)
+			return p.take(3, false, 0)
 		}, []int32{1, 2, 7}},
-		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true) }, nil},
+		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true, 0) }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.steps(newLanePool(10, 1, tc.sorted)); !slices.Equal(got, tc.want) {
@@ -112,17 +112,18 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 // release_pages is not its writer.
 func TestRunLaneWriters(t *testing.T) {
 	at := func(s int) int64 { return int64(s) * int64(time.Second) }
-	a := &rreq{room: 11, prompt: 4, ownWrites: true}
-	b := &rreq{room: 22, prompt: 4, ownWrites: true}
-	c := &rreq{room: 33, prompt: 2, ownWrites: true}
-	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true}
+	a := &rreq{room: 11, prompt: 4, ownWrites: true, lines: []uint64{1, 3}}
+	b := &rreq{room: 22, prompt: 4, ownWrites: true, lines: []uint64{2, 5}}
+	c := &rreq{room: 33, prompt: 2, ownWrites: true, lines: []uint64{4, 6}}
+	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true, lines: []uint64{7}}
+	reqs := []*rreq{a, b, c, v}
 	ops := []op{
-		{at(1), opPrealloc, a, 1}, {at(2), opPrealloc, b, 2}, {at(3), opFree, a, 3},
-		{at(4), opPrealloc, c, 4}, {at(5), opFree, b, 5}, {at(6), opFree, c, 6},
+		{at(1), 1, 0, opPrealloc}, {at(2), 2, 1, opPrealloc}, {at(3), 3, 0, opFree},
+		{at(4), 4, 2, opPrealloc}, {at(5), 5, 1, opFree}, {at(6), 6, 2, opFree},
 		// 10 pages: 8 + 2 held/freed, 2 free left; 4/1+2 > 2 merges.
-		{at(7), opPrealloc, v, 7},
+		{at(7), 7, 3, opPrealloc},
 	}
-	res := runLane(ops, 10, 1, true, map[uint64]bool{99: true})
+	res := runLane(ops, reqs, 10, 1, true, map[uint64]bool{99: true})
 	got := res[99]
 	if got == nil {
 		t.Fatal("no replay for the victim")
@@ -132,6 +133,10 @@ func TestRunLaneWriters(t *testing.T) {
 	// b's pages 5..8 are next in the list: possible.
 	if len(got.Likely) != 2 || got.Likely[11] == nil || got.Likely[11].Prompt != 2 || got.Likely[33] == nil || got.Likely[33].Prompt != 1 {
 		t.Errorf("likely writers = %v, want room 11 on 2 and room 33 on 1 prompt pages", got.Likely)
+	}
+	// Each writer is cited by the line it wrote with (its Receive line).
+	if w := got.Likely[11]; w != nil && !slices.Equal(w.Lines, []uint64{1}) {
+		t.Errorf("room 11 cited by lines %v, want its Receive line 1", w.Lines)
 	}
 	if got.Possible[22] == nil {
 		t.Errorf("possible writers %v lack the neighbour room 22", got.Possible)

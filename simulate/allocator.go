@@ -132,6 +132,7 @@ type grower struct {
 	last   int   // last position written
 	r      *request
 	tenant uint16
+	gen    int // r.growGen when scheduled; a retraction makes it stale
 }
 
 type growHeap []*grower
@@ -159,7 +160,7 @@ func (p *pagePool) startGrowth(r *request, firstAt, every int64, tenant uint16) 
 	if next > last {
 		return
 	}
-	g := &grower{every: every, next: next, last: last, r: r, tenant: tenant}
+	g := &grower{every: every, next: next, last: last, r: r, tenant: tenant, gen: r.growGen}
 	g.at = firstAt + int64(next-r.prompt+1)*every
 	heap.Push(&p.growing, g)
 }
@@ -170,7 +171,7 @@ func (p *pagePool) advance(t int64) {
 	for len(p.growing) > 0 && p.growing[0].at <= t {
 		g := p.growing[0]
 		r := g.r
-		if r.freed || r.done || r.pages == nil {
+		if r.freed || r.done || r.pages == nil || g.gen != r.growGen {
 			heap.Pop(&p.growing)
 			continue
 		}

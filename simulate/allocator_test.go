@@ -60,3 +60,52 @@ func TestPagePoolDecodeMergeNeedsBatch(t *testing.T) {
 		t.Fatal("allocation from an empty pool succeeded")
 	}
 }
+
+// TestPagePoolRetraction pins decode retraction: the retracted request's
+// pages are freed with its data in them (a later prealloc that merges can
+// be handed them), its growth stops, and on resume it is preallocated as
+// many pages again, written as its own prompt and output.
+func TestPagePoolRetraction(t *testing.T) {
+	ps := pageSize
+	p := newPagePool(10)
+	r := &request{seq: 1, prompt: 2 * ps, completion: 6 * ps, promptPages: 2, every: 10}
+	r.pages = p.allocExtend(r.prompt) // 1 2
+	p.write(r.pages, r.seq, 7, false)
+	p.startGrowth(r, 0, r.every, 7)
+	p.advance(r.every) // token 1 sits at position 2*ps: page 3
+	if !slices.Equal(r.pages, []int32{1, 2, 3}) {
+		t.Fatalf("before retraction r holds %v, want [1 2 3]", r.pages)
+	}
+	p.allocExtend(2 * ps) // another request holds 4 5
+	p.retract(r)
+	if r.pages != nil || p.available() != 8 {
+		t.Fatalf("after retraction: pages %v, available %d; want none and 8", r.pages, p.available())
+	}
+	// Its growth is dropped while it is retracted.
+	p.advance(int64(10*ps) * r.every)
+	if p.available() != 8 {
+		t.Fatalf("a retracted request grew: available %d", p.available())
+	}
+	// 4 pages: 4 + 2 > 5 free merges: the victim gets r's old pages, with
+	// r's prompt and output in them.
+	v := p.allocExtend(4 * ps)
+	if !slices.Equal(v, []int32{1, 2, 3, 6}) {
+		t.Fatalf("prealloc after the retraction = %v, want [1 2 3 6]", v)
+	}
+	if p.writer[1] != 1 || p.output[1] || p.writer[3] != 1 || !p.output[3] {
+		t.Fatalf("r's stale pages: writers %v outputs %v", p.writer[1:4], p.output[1:4])
+	}
+	p.write(v, 2, 8, false)
+	got := p.resume(int64(20*ps)*r.every, r, 7)
+	if !slices.Equal(got, []int32{7, 8, 9}) || !slices.Equal(r.pages, got) || r.retracted {
+		t.Fatalf("resume = %v (r holds %v, retracted %v), want [7 8 9]", got, r.pages, r.retracted)
+	}
+	if p.writer[7] != 1 || p.output[7] || p.writer[9] != 1 || !p.output[9] {
+		t.Fatalf("resumed pages: writers %v outputs %v", p.writer[7:10], p.output[7:10])
+	}
+	// Growth resumes after the held pages (one free page left: 10).
+	p.advance(int64(40*ps) * r.every)
+	if !slices.Contains(r.pages, 10) {
+		t.Errorf("no growth after resume: r holds %v", r.pages)
+	}
+}

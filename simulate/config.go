@@ -26,6 +26,9 @@ type Config struct {
 	// (max_total_num_tokens): small pools run nearly full and merge their
 	// released pages often, large ones rarely.
 	DecodePool int
+	// Retractions overrides the share of decoded requests retracted once
+	// (0: the scenario's own, 0.2 % for incident-2026); at most 0.5.
+	Retractions float64
 }
 
 // Limits on overrides: they keep one run's memory and file count bounded.
@@ -52,6 +55,9 @@ func (c Config) Validate() error {
 	}
 	if c.Prefill < 0 || c.Prefill > maxNodes || c.Decode < 0 || c.Decode > maxNodes {
 		return fmt.Errorf("prefill %d / decode %d out of range [0, %d]", c.Prefill, c.Decode, maxNodes)
+	}
+	if c.Retractions < 0 || c.Retractions > 0.5 {
+		return fmt.Errorf("retractions %g: want a share from 0 to 0.5", c.Retractions)
 	}
 	if c.DecodePool < 0 || (c.DecodePool > 0 && c.DecodePool < 16*pageSize) {
 		return fmt.Errorf("decode pool %d tokens: want 0 (default) or at least %d", c.DecodePool, 16*pageSize)

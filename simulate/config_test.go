@@ -15,6 +15,7 @@ func TestConfigValidate(t *testing.T) {
 		{"ok", func(*Config) {}, ""},
 		{"unknown scenario", func(c *Config) { c.Scenario = "nope" }, "unknown scenario"},
 		{"zero scale", func(c *Config) { c.Scale = 0 }, "scale"},
+		{"retractions above half", func(c *Config) { c.Retractions = 0.6 }, "retractions"},
 		{"negative days", func(c *Config) { c.Days = -1 }, "days"},
 		{"too many nodes", func(c *Config) { c.Prefill = 1000 }, "prefill"},
 		{"no out dir", func(c *Config) { c.OutDir = "" }, "out dir"},

@@ -58,6 +58,16 @@ type request struct {
 	stall       int64
 	metaIdx     int
 	retract     int
+	// Retraction (retract.go): growth generation (a retraction stops the
+	// pending page-boundary crossings), time per token and total pause.
+	growGen   int
+	every     int64
+	paused    int64
+	retracted bool
+	// retractedAt and heldPages: when it was retracted and how many pages
+	// it held then (resume preallocates as many).
+	retractedAt int64
+	heldPages   int
 	meta        struct {
 		seq    uint32
 		tenant uint16
@@ -465,6 +475,12 @@ func (s *sim) clientAbort(t int64, r *request) {
 }
 
 func (s *sim) freePages(t int64, r *request) {
+	if r.retracted && !r.freed {
+		// Its pages were freed at the retraction; it never resumes.
+		r.freed, r.retracted = true, false
+		r.dc.ranks[r.drank].retracted--
+		return
+	}
 	if r.freed || r.pages == nil || r.dc.epoch != r.dEpoch {
 		return
 	}
@@ -544,13 +560,20 @@ func (s *sim) firstToken(t int64, r *request) {
 	}
 	r.firstAt = t
 	d := int64(float64(r.completion) / (35 + 25*s.rng.Float64()) * 1e9)
+	r.every = d / int64(max(r.completion, 1))
 	if s.rng.Float64() < s.sc.retractProb {
+		// Retracted once: its pages are freed at a point of its decode and
+		// preallocated again when it resumes (retract.go).
 		r.retract = 1
-		d += s.dur(2, 8)
+		at := t + int64(s.rng.Float64()*float64(d))
+		pause := s.dur(2, 8)
+		s.heap.push(event{at: at, kind: evRetract, r: r})
+		s.heap.push(event{at: at + pause, kind: evResume, r: r})
+		d += pause
 	}
 	pool := dc.ranks[r.drank].pool
 	pool.advance(t)
-	pool.startGrowth(r, t, d/int64(max(r.completion, 1)), s.tenants[r.tenant].id)
+	pool.startGrowth(r, t, r.every, s.tenants[r.tenant].id)
 	if s.rng.Float64() < s.sc.cancelProb {
 		s.heap.push(event{at: t + int64(s.rng.Float64()*float64(d)), kind: evCancel, r: r})
 		return
@@ -567,6 +590,15 @@ func (s *sim) finishDecode(t int64, r *request, cancelled bool) {
 	}
 	if !dc.up || dc.epoch != r.dEpoch {
 		s.gatewayError(r, t, 500)
+		return
+	}
+	if r.retracted {
+		// Still waiting in the retracted queue: it finishes once resumed.
+		kind := evFinish
+		if cancelled {
+			kind = evCancel
+		}
+		s.heap.push(event{at: t + int64(allocRetry), kind: kind, r: r})
 		return
 	}
 	rk := dc.ranks[r.drank]

@@ -22,6 +22,8 @@ const (
 	evReady
 	evTick
 	evScrape
+	evRetract
+	evResume
 )
 
 // event is one scheduled step. seq breaks ties in insertion order so the

@@ -130,6 +130,10 @@ func (s *sim) loop(ctx context.Context) error {
 			s.finishDecode(t, e.r, false)
 		case evCancel:
 			s.finishDecode(t, e.r, true)
+		case evRetract:
+			s.retractDecode(t, e.r)
+		case evResume:
+			s.resumeDecode(t, e.r)
 		case evAbort:
 			s.clientAbort(t, e.r)
 		case evTimeout:

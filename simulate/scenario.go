@@ -102,6 +102,9 @@ func (s *scenario) apply(cfg Config) {
 	if cfg.DecodePool > 0 {
 		s.decodePool = cfg.DecodePool
 	}
+	if cfg.Retractions > 0 {
+		s.retractProb = cfg.Retractions
+	}
 	if s.prefill < 2 {
 		s.canary = false
 	}

@@ -3,6 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/kvtrail/kvtrail/analyze"
@@ -39,7 +42,73 @@ type AnalyzeResult struct {
 	// Scans are the baseline: every column the analysis reads, with its
 	// filters, streamed and discarded, i.e. reading the data once.
 	Scans []Timed
+	// Replay is the allocator replay's cost: the whole analysis timed
+	// again with and without it, alternately, on the same data.
+	Replay ReplayCost
 }
+
+// ReplayCost holds whole-analysis times (load, analyzers, reconstruction,
+// with their writes) with the allocator replay and without it
+// (analyze.Config.SkipReplay: every victim falls back to its node/rank
+// window), measured alternately in one run so that load on the machine
+// and ClickHouse's caches weigh on both alike.
+type ReplayCost struct {
+	With, Without []time.Duration
+	// WithCPU and WithoutCPU are the CPU time kvtrail's own process spent
+	// (user + system, all threads, garbage collection included) in the
+	// same analyses: on a shared machine, steadier than wall time.
+	// ClickHouse's side, the same queries in both but one, is not in it.
+	WithCPU, WithoutCPU []time.Duration
+}
+
+// CPURatio is median(WithCPU) / median(WithoutCPU).
+func (c ReplayCost) CPURatio() float64 {
+	w, wo := median(c.WithCPU), median(c.WithoutCPU)
+	if wo <= 0 {
+		return 0
+	}
+	return float64(w) / float64(wo)
+}
+
+// processCPU is the CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Ratio is median(with) / median(without): 1.2 means the replay adds 20 %.
+func (c ReplayCost) Ratio() float64 {
+	w, wo := median(c.With), median(c.Without)
+	if wo <= 0 {
+		return 0
+	}
+	return float64(w) / float64(wo)
+}
+
+// Median returns the median times (with, without).
+func (c ReplayCost) Median() (with, without time.Duration) {
+	return median(c.With), median(c.Without)
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// replayPairs is how many (without, with) pairs of whole analyses measure
+// the replay's cost after the first, timed-by-phase run (which warms the
+// caches and is not counted).
+const replayPairs = 3
 
 // Total is load + analyzers + reconstruction.
 func (r AnalyzeResult) Total() time.Duration {
@@ -99,5 +168,33 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 	for _, sc := range scans {
 		res.Scans = append(res.Scans, Timed{Name: sc.Name, Duration: sc.Duration, Rows: sc.Rows})
 	}
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	// The replay's cost, last: these analyses add request_facts versions
+	// (counted above before they exist).
+	for i := 0; i < 2*replayPairs; i++ {
+		c := cfg
+		c.SkipReplay = i%2 == 0
+		rr := &analyze.Runner{DB: s, Cfg: c, Analyzers: analyze.All(c), Trigger: "bench"}
+		runtime.GC() // each analysis starts from a collected heap
+		t0, c0 := time.Now(), processCPU()
+		x, err := rr.Run(ctx, rep.Window, nil)
+		wall, cpu := time.Since(t0), processCPU()-c0
+		if err != nil {
+			return res, fmt.Errorf("analyze (skip replay %v): %w", c.SkipReplay, err)
+		}
+		if x.Errors() {
+			return res, fmt.Errorf("an analyzer failed (skip replay %v)", c.SkipReplay)
+		}
+		if c.SkipReplay {
+			res.Replay.Without = append(res.Replay.Without, wall)
+			res.Replay.WithoutCPU = append(res.Replay.WithoutCPU, cpu)
+		} else {
+			res.Replay.With = append(res.Replay.With, wall)
+			res.Replay.WithCPU = append(res.Replay.WithCPU, cpu)
+		}
+	}
+
+	return res, nil
 }

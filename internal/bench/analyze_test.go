@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/ingest"
@@ -57,5 +58,33 @@ func TestAnalyzeBaselineReadsTheRows(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("baseline scans %v lack some of %v", res.Scans, want)
+	}
+	// The replay's cost: whole analyses with and without it, same data.
+	if len(res.Replay.With) < 2 || len(res.Replay.Without) != len(res.Replay.With) {
+		t.Fatalf("replay cost measured %d with / %d without, want as many of each, at least 2", len(res.Replay.With), len(res.Replay.Without))
+	}
+	for _, d := range append(res.Replay.With, res.Replay.Without...) {
+		if d <= 0 {
+			t.Errorf("an analysis of the replay comparison was not timed: %v", res.Replay)
+		}
+	}
+	if len(res.Replay.WithCPU) != len(res.Replay.With) || res.Replay.CPURatio() <= 0 {
+		t.Errorf("replay CPU not measured: %+v", res.Replay)
+	}
+	if r := res.Replay.Ratio(); r <= 0 {
+		t.Errorf("replay ratio %v", r)
+	}
+}
+
+func TestReplayCostRatio(t *testing.T) {
+	c := bench.ReplayCost{With: []time.Duration{12, 10, 11}, Without: []time.Duration{10, 9, 8}}
+	if got := c.Ratio(); got != 11.0/9.0 {
+		t.Errorf("ratio of medians = %v, want 11/9", got)
+	}
+	if got := (bench.ReplayCost{With: []time.Duration{3, 5}, Without: []time.Duration{2, 2}}).Ratio(); got != 2 {
+		t.Errorf("even counts: ratio = %v, want (3+5)/2 / 2 = 2", got)
+	}
+	if got := (bench.ReplayCost{}).Ratio(); got != 0 {
+		t.Errorf("nothing measured: ratio = %v, want 0", got)
 	}
 }

@@ -57,7 +57,6 @@ func P(d []time.Duration, q float64) time.Duration {
 	return s[min(i, len(s)-1)]
 }
 
-
 // UIResult is one run of the UI benchmark.
 type UIResult struct {
 	Requests uint64

@@ -317,4 +317,3 @@ FROM request_facts FINAL WHERE request_key = 'q1'`).Scan(&links, &rejected, &lim
 		}
 	}
 }
-

@@ -1,0 +1,145 @@
+package analyze
+
+import (
+	"context"
+)
+
+// The allocator replay is the costliest step of an analysis after the
+// load, and two consumers need it: abort_reuse (the holders of its
+// candidates' pages) and the reconstruction (the writers of its victims'
+// pages). A replay's answer for a room does not depend on which other
+// rooms are asked about (the allocator's state evolves the same way; asking
+// more only replays a lane further), so one replay per Dataset answers
+// both: the Runner notes each analyzer's victim findings as they are made,
+// and the first replay (abort_reuse's, which runs after the analyzers that
+// mark placeholder victims) is asked about its candidates and the victims
+// known so far. The reconstruction then finds its victims answered and
+// replays again only for rooms nobody asked about yet (victims of
+// analyzers that run later, or of earlier runs), or when its placeholder
+// set differs (a run of a subset of analyzers).
+
+// sharedReplay is what a Dataset's replay was asked and answered.
+type sharedReplay struct {
+	asked       map[uint64]bool
+	placeholder map[uint64]bool
+	res         map[uint64]*VictimReplay
+	// passes counts the replays run (tests check the sharing).
+	passes int
+}
+
+// noteFindings records findings of this run that make victims, so the
+// first replay can answer for them too.
+func (d *Dataset) noteFindings(fs []Finding) {
+	d.noted = append(d.noted, fs...)
+}
+
+// replayWants is the reconstruction's choice of rooms to replay: per
+// victim request (a finding at its analyzer's victim severity), the room
+// of its first finding, unless page events on its decode node give the
+// exact lineage; placeholder marks victims of rejected_served and
+// over_threshold (their decode wrote only the first page).
+func replayWants(d *Dataset, pr *pageReplay, fs []Finding) (want, placeholder map[uint64]bool) {
+	want, placeholder = map[uint64]bool{}, map[uint64]bool{}
+	room := map[string]uint64{}
+	ph := map[string]bool{}
+	var keys []string
+	for _, f := range fs {
+		minSev, ok := VictimSeverity(f.Analyzer)
+		if !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
+			continue
+		}
+		if _, seen := room[f.RequestKey]; !seen {
+			room[f.RequestKey] = f.Room
+			keys = append(keys, f.RequestKey)
+		}
+		if f.Analyzer == "rejected_served" || f.Analyzer == "over_threshold" {
+			ph[f.RequestKey] = true
+		}
+	}
+	for _, k := range keys {
+		r := room[k]
+		if r == 0 {
+			continue
+		}
+		if fa := d.ByKey[k]; fa != nil && fa.Decode != nil && pr != nil && pr.Nodes[fa.Decode.Node] {
+			continue // exact lineage, no replay needed
+		}
+		want[r] = true
+		if ph[k] {
+			placeholder[r] = true
+		}
+	}
+	return want, placeholder
+}
+
+// lineage answers the replay for the wanted rooms from the Dataset's one
+// shared replay, replaying (again) only when a wanted room was not asked
+// before or the placeholder set changed.
+func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
+	out := map[uint64]*VictimReplay{}
+	if len(want) == 0 || d.Cfg.SkipReplay {
+		return out, nil
+	}
+	pr, err := d.Pages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	nw, nph := replayWants(d, pr, d.noted)
+	ph := map[uint64]bool{}
+	for r := range placeholder {
+		ph[r] = true
+	}
+	for r := range nph {
+		ph[r] = true
+	}
+	c := d.replay
+	valid := c != nil && sameSet(c.placeholder, ph)
+	missing := !valid
+	for r := range want {
+		if !valid || !c.asked[r] {
+			missing = true
+			break
+		}
+	}
+	if missing {
+		ask := map[uint64]bool{}
+		for _, m := range []map[uint64]bool{want, nw} {
+			for r := range m {
+				ask[r] = true
+			}
+		}
+		passes := 0
+		if c != nil {
+			passes = c.passes
+			if valid {
+				for r := range c.asked {
+					ask[r] = true
+				}
+			}
+		}
+		res, err := replayLineage(ctx, d, ph, nil, ask)
+		if err != nil {
+			return nil, err
+		}
+		c = &sharedReplay{asked: ask, placeholder: ph, res: res, passes: passes + 1}
+		d.replay = c
+	}
+	for r := range want {
+		if v := c.res[r]; v != nil {
+			out[r] = v
+		}
+	}
+	return out, nil
+}
+
+func sameSet(a, b map[uint64]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,109 @@
+package analyze
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+// TestSharedReplay: a run replays the decode allocator once, for
+// abort_reuse and the reconstruction together, and the notification list
+// it builds is the one a reconstruction replaying only its own victims
+// builds from the same findings (a room's answer does not depend on what
+// else the replay was asked). Without the replay (SkipReplay) every
+// victim falls back to its node/rank window: the list loses its likely
+// tier.
+func TestSharedReplay(t *testing.T) {
+	ctx := context.Background()
+	// Its own scenario: the simulated files belong to the one test that
+	// uses a scenario (helpers_test.go).
+	db, _ := loaded(t, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.1, Tenants: 120,
+		DecodePool: 1_245_184})
+	cfg := DefaultConfig()
+	r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow }}
+
+	// What Run does, keeping the dataset.
+	d, err := r.Load(ctx, Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range All(cfg) {
+		res := r.RunAnalyzer(ctx, d, a)
+		if res.Run.Status == StatusError {
+			t.Fatalf("%s: %s", a.Name(), res.Run.Error)
+		}
+		if err := r.save(ctx, &res); err != nil {
+			t.Fatal(err)
+		}
+		d.noteFindings(res.Findings)
+	}
+	// The stored findings the reconstruction reads, before it writes the
+	// replay's foreign keys back into them.
+	fs, err := db.LatestFindings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := r.Reconstruct(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.replay == nil || d.replay.passes != 1 {
+		t.Fatalf("replay passes = %+v, want exactly 1 shared by abort_reuse and the reconstruction", d.replay)
+	}
+
+	// The same findings, a fresh dataset: its replay is asked about the
+	// victims only.
+	d2, err := r.Load(ctx, Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := buildReconstruction(ctx, d2, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.replay == nil || len(d2.replay.asked) >= len(d.replay.asked) {
+		t.Fatalf("the victims-only replay was asked about %d rooms, the shared one %d; want fewer",
+			len(d2.replay.asked), len(d.replay.asked))
+	}
+	likely := 0
+	for _, row := range shared.Rows {
+		if row.Tier == Likely {
+			likely++
+		}
+	}
+	if likely == 0 {
+		t.Fatal("no likely exposed row: the replay answered nothing")
+	}
+	if len(shared.Rows) != len(alone.Rows) {
+		t.Errorf("shared replay: %d rows, victims-only replay: %d", len(shared.Rows), len(alone.Rows))
+	}
+	for i := range min(len(shared.Rows), len(alone.Rows)) {
+		if !reflect.DeepEqual(shared.Rows[i], alone.Rows[i]) {
+			t.Errorf("row %d differs:\nshared %+v\nalone  %+v", i, shared.Rows[i], alone.Rows[i])
+			break
+		}
+	}
+
+	// Without the replay: no likely row, the window fallback instead.
+	skip := cfg
+	skip.SkipReplay = true
+	d3, err := (&Runner{DB: db, Cfg: skip}).Load(ctx, Window{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := buildReconstruction(ctx, d3, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range none.Rows {
+		if row.Tier == Likely && row.Role == RoleExposed {
+			t.Errorf("SkipReplay: %s is likely, want no replayed tier", row.Tenant)
+		}
+	}
+	if d3.replay != nil {
+		t.Errorf("SkipReplay replayed %d rooms", len(d3.replay.asked))
+	}
+}
