@@ -22,9 +22,6 @@ type IngestConn interface {
 // *Store has the same methods, run on itself.
 type IngestStatements struct{ c IngestConn }
 
-// IngestOver returns ingest's statements over c.
-func IngestOver(c IngestConn) IngestStatements { return IngestStatements{c: c} }
-
 var (
 	_ ingest.Store = IngestStatements{}
 	_ ingest.Store = (*Store)(nil)

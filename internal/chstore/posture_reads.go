@@ -23,9 +23,6 @@ type PostureConn interface {
 // *Store has the same methods, run on itself.
 type PostureStatements struct{ c PostureConn }
 
-// PostureOver returns posture's reads over c.
-func PostureOver(c PostureConn) PostureStatements { return PostureStatements{c: c} }
-
 var (
 	_ posture.DB = PostureStatements{}
 	_ posture.DB = (*Store)(nil)
