@@ -107,7 +107,7 @@ func Options(t testing.TB) chstore.Options {
 			DialTimeout: 5 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 1,
 		})
 		if err == nil {
-			_ = s.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+			_ = s.DropDatabase(context.Background(), db)
 			_ = s.Close()
 		}
 	})
