@@ -172,8 +172,8 @@ type RequestRow struct {
 	PromptTokens     uint64    `ch:"prompt_tokens" json:"prompt_tokens"`
 	CompletionTokens uint64    `ch:"completion_tokens" json:"completion_tokens"`
 	CachedTokens     uint64    `ch:"cached_tokens" json:"cached_tokens"`
-	TTFTMS           float64   `ch:"ttft_ms" json:"ttft_ms"`
-	DurationMS       float64   `ch:"duration_ms" json:"duration_ms"`
+	TTFTMs           float64   `ch:"ttft_ms" json:"ttft_ms"`
+	DurationMs       float64   `ch:"duration_ms" json:"duration_ms"`
 	PrefillEndpoint  string    `ch:"prefill_endpoint" json:"prefill_endpoint"`
 	DecodeEndpoint   string    `ch:"decode_endpoint" json:"decode_endpoint"`
 	Room             uint64    `ch:"bootstrap_room" json:"bootstrap_room,string"`

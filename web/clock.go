@@ -172,11 +172,11 @@ func (d ClockDrift) Text() string {
 // gateway's span of it (a node with lines on both sides is left out: its
 // lines disagree with each other, not only with the gateway).
 func requestDrift(tl *Timeline) []ClockDrift {
-	if tl == nil || tl.Request.TSNS == 0 || tl.Request.DurationMS < 0 {
+	if tl == nil || tl.Request.TSNS == 0 || tl.Request.DurationMs < 0 {
 		return nil
 	}
 	start := int64(tl.Request.TSNS)
-	end := start + int64(tl.Request.DurationMS*float64(time.Millisecond))
+	end := start + int64(tl.Request.DurationMs*float64(time.Millisecond))
 	type span struct{ lo, hi int64 }
 	by := map[string]*span{}
 	for _, e := range tl.Events {

@@ -127,7 +127,7 @@ func TestRequestDrift(t *testing.T) {
 		{"both sides: lines disagree", []TimelineEvent{ev("decode", "d", -5*time.Second), ev("decode", "d", 9*time.Second)}, ""},
 		{"the gateway's own line is the reference", []TimelineEvent{ev("gateway", "gw", 9*time.Second)}, ""},
 	} {
-		tl := &Timeline{Request: RequestRow{TSNS: uint64(start.UnixNano()), DurationMS: 2000}, Events: tc.events}
+		tl := &Timeline{Request: RequestRow{TSNS: uint64(start.UnixNano()), DurationMs: 2000}, Events: tc.events}
 		var got []string
 		for _, d := range requestDrift(tl) {
 			if d.Behind > 0 {

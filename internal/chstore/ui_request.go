@@ -185,7 +185,7 @@ func (s UIStore) RequestTimeline(ctx context.Context, requestID, tenant string, 
 	tl := &domain.Timeline{Request: req, ContextSeconds: int(contextWindow.Seconds()), DecodeRank: -1}
 	tl.Events = append(tl.Events, domain.TimelineEvent{Lane: "gateway", TS: req.TS, TSNS: req.TSNS, Node: req.Gateway, DPRank: -1,
 		Event: fmt.Sprintf("response %d", req.Status), Detail: fmt.Sprintf("prompt %d, completion %d, cached %d, ttft %.0f ms, %.0f ms",
-			req.PromptTokens, req.CompletionTokens, req.CachedTokens, req.TTFTMS, req.DurationMS), LineID: domain.U64(req.LineID)})
+			req.PromptTokens, req.CompletionTokens, req.CachedTokens, req.TTFTMs, req.DurationMs), LineID: domain.U64(req.LineID)})
 	f, err := s.fact(ctx, req)
 	if err != nil {
 		return nil, err
