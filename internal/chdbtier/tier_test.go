@@ -81,14 +81,21 @@ var (
 // definition), and Replicated engines without their ZooKeeper path and
 // replica (it has no Keeper), so the local tables' columns, keys, settings
 // and indexes run as rendered. The Distributed tables over them need a
-// remote_servers cluster, so their CREATE and ALTER statements are left out
+// remote_servers cluster, so their CREATE and ALTER statements, and the
+// backfills that INSERT through them, are left out
 // (ok false).
+// insertInto names the table a migration's INSERT ... SELECT writes.
+var insertInto = regexp.MustCompile(`(?s)^\s*INSERT INTO\s+(?:\S+\.)?(\S+)\s`)
+
 func localPart(st string) (string, bool) {
 	if strings.Contains(st, "ENGINE = Distributed(") {
 		return "", false
 	}
 	if m := alterTable.FindStringSubmatch(st); m != nil && !strings.HasSuffix(m[1], "_local") {
 		return "", false // an ALTER of a Distributed table
+	}
+	if m := insertInto.FindStringSubmatch(st); m != nil && !strings.HasSuffix(m[1], "_local") {
+		return "", false // a backfill through the Distributed tables
 	}
 	st = onCluster.ReplaceAllString(st, "")
 	return replicated.ReplaceAllString(st, "$1("), true
