@@ -42,14 +42,34 @@ const secondSlack = time.Second
 
 // Analyze implements Analyzer.
 func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
-	pr, err := d.Pages(ctx)
-	if err != nil {
-		return nil, err
-	}
+	return runPass(ctx, a.newPass(), d)
+}
+
+// abortCase is one decode-side abort mid-transfer and the requests
+// allocated on its rank around it (in allocation order): found slice by
+// slice, judged after them, when the one allocator replay of the window
+// can say which candidates were handed the aborted room's pages.
+type abortCase struct {
+	t     *TransferEvent
+	src   *Fact
+	rank  int16
+	cands []*Fact
+}
+
+// abortPass gathers the aborts of each slice (the slice that owns the
+// abort's time takes it; its linked requests reach sliceContext around
+// it) and judges them at the end.
+type abortPass struct {
+	a     *AbortReuse
+	cases []abortCase
+}
+
+func (a *AbortReuse) newPass() pass { return &abortPass{a: a} }
+
+func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 	// Decode requests per node/rank in allocation order.
-	type lane = []*Fact
-	lanes := map[string]lane{}
-	for _, f := range d.Facts {
+	lanes := map[string][]*Fact{}
+	for _, f := range d.linked {
 		if f.Decode != nil && f.Decode.DPRank >= 0 && !f.Decode.TS().IsZero() {
 			k := fmt.Sprintf("%s/%d", f.Decode.Node, f.Decode.DPRank)
 			lanes[k] = append(lanes[k], f)
@@ -61,13 +81,8 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 	for _, l := range lanes {
 		sort.SliceStable(l, func(i, j int) bool { return l[i].Decode.TS().Before(l[j].Decode.TS()) })
 	}
-	held, err := a.replayedHolders(ctx, d, pr, lanes)
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
 	for _, t := range d.Transfer {
-		if t.Role != "decode" || !t.Failure() || t.Room == 0 {
+		if t.Role != "decode" || !t.Failure() || t.Room == 0 || !d.owns(t.TS) {
 			continue
 		}
 		src := d.ByRoom[t.Room]
@@ -78,19 +93,40 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 		if rank < 0 && src.Decode != nil {
 			rank = src.Decode.DPRank
 		}
-		k := fmt.Sprintf("%s/%d", t.Node, rank)
+		l := lanes[fmt.Sprintf("%s/%d", t.Node, rank)]
+		c := abortCase{t: t, src: src, rank: rank}
+		from := t.TS.Add(-p.a.Window)
+		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
+		for _, v := range l[first:] {
+			if v.Decode.TS().After(t.TS.Add(p.a.Window)) {
+				break
+			}
+			c.cands = append(c.cands, v)
+		}
+		p.cases = append(p.cases, c)
+	}
+	return nil, nil
+}
+
+func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
+	a := p.a
+	pr, err := d.Pages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held, err := a.replayedHolders(ctx, d, pr, p.cases)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	for _, c := range p.cases {
+		t, src, rank := c.t, c.src, c.rank
 		order := 0
-		l := lanes[k]
 		// Requests received before the abort may still have been waiting in
 		// the prealloc queue and taken its pages when they were freed; they
 		// are candidates only when the allocator replay hands them one.
-		from := t.TS.Add(-a.Window)
-		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
-		for _, v := range l[first:] {
+		for _, v := range c.cands {
 			at := v.Decode.TS()
-			if at.After(t.TS.Add(a.Window)) {
-				break
-			}
 			if v == src || v.Room == t.Room || !v.Decode.End().After(t.TS) {
 				continue
 			}
@@ -163,28 +199,14 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 // abort candidate on a node without page events and returns, per
 // candidate room, the rooms that held its pages before it under some
 // event order. A candidate missing from the result could not be replayed.
-func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, lanes map[string][]*Fact) (map[uint64]map[uint64]bool, error) {
+func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, cases []abortCase) (map[uint64]map[uint64]bool, error) {
 	want := map[uint64]bool{}
-	for _, t := range d.Transfer {
-		if t.Role != "decode" || !t.Failure() || t.Room == 0 || (pr != nil && pr.Nodes[t.Node]) {
+	for _, c := range cases {
+		if pr != nil && pr.Nodes[c.t.Node] {
 			continue
 		}
-		src := d.ByRoom[t.Room]
-		if src == nil || src.Decode.Served() {
-			continue
-		}
-		rank := t.DPRank
-		if rank < 0 && src.Decode != nil {
-			rank = src.Decode.DPRank
-		}
-		l := lanes[fmt.Sprintf("%s/%d", t.Node, rank)]
-		from := t.TS.Add(-a.Window)
-		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
-		for _, v := range l[first:] {
-			if v.Decode.TS().After(t.TS.Add(a.Window)) {
-				break
-			}
-			if v.Room != 0 && v.Room != t.Room {
+		for _, v := range c.cands {
+			if v.Room != 0 && v.Room != c.t.Room {
 				want[v.Room] = true
 			}
 		}

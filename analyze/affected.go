@@ -113,6 +113,9 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 // window where neither exists; the fold into per-tenant rows; and the
 // foreign tenants written back into the victim findings.
 func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, []Finding, error) {
+	if err := d.ensureFacts(ctx, namedKeys(fs), nil); err != nil {
+		return nil, nil, err
+	}
 	victims, ids, victimFindings := collectVictims(d, fs)
 	pr, err := d.Pages(ctx)
 	if err != nil {
@@ -133,7 +136,9 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	// No replay possible (no room, no DP rank, no decode boot): every other
 	// tenant served on the same decode node and rank in the hours before.
 	for _, v := range fallback {
-		addWindowSources(d, v)
+		if err := addWindowSources(ctx, d, v); err != nil {
+			return nil, nil, err
+		}
 	}
 	list, foreignOf := foldVictims(victims, knownLineage)
 	rec := &Reconstruction{Rows: list.sorted()}
@@ -485,16 +490,20 @@ func pageSizeAt(d *Dataset, node string, t time.Time) int {
 // addWindowSources is the fallback when no replay is possible: tenants
 // served on the victim's decode node (and DP rank, when known) in the
 // windowBefore before it are possible writers.
-func addWindowSources(d *Dataset, v *victim) {
+func addWindowSources(ctx context.Context, d *Dataset, v *victim) error {
 	node := decodeNodeOf(v)
 	if node == "" {
-		return
+		return nil
 	}
 	rank := int16(-1)
 	if v.fact.Decode != nil {
 		rank = v.fact.Decode.DPRank
 	}
-	for _, f := range d.Facts {
+	near, err := d.decodeNeighbours(ctx, node, v.ts.Add(-windowBefore), v.ts)
+	if err != nil {
+		return err
+	}
+	for _, f := range near {
 		if f.Decode == nil || f.Decode.Node != node || f.Key == v.key || f.Tenant == "" {
 			continue
 		}
@@ -517,11 +526,29 @@ func addWindowSources(d *Dataset, v *victim) {
 		}
 		s.better(domain.Possible, 0, 0, lines)
 	}
+	return nil
+}
+
+// namedKeys lists the requests the victim findings name: the victims and
+// the sources the findings give themselves.
+func namedKeys(fs []Finding) []string {
+	var keys []string
+	for _, f := range fs {
+		if minSev, ok := VictimSeverity(f.Analyzer); !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
+			continue
+		}
+		keys = append(keys, f.RequestKey)
+		keys = append(keys, f.ForeignRequestKeys...)
+	}
+	return keys
 }
 
 // roomOwners maps writer rooms to their client requests (one bulk query;
 // writers may predate the window).
 func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*source, error) {
+	if err := d.ensureFacts(ctx, nil, rooms); err != nil {
+		return nil, err
+	}
 	out := map[uint64]*source{}
 	var missing []uint64
 	for _, r := range uniqSortedU64(rooms) {

@@ -104,3 +104,6 @@ func (*CanaryProbe) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) 
 	}
 	return out, nil
 }
+
+// newPass: probe verdicts are read once per window, not per slice.
+func (a *CanaryProbe) newPass() pass { return windowPass(a.Analyze) }

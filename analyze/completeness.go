@@ -57,7 +57,42 @@ func (*Completeness) Version() string { return "1" }
 func (a *Completeness) Params() any { return a }
 
 // Analyze implements Analyzer.
-func (a *Completeness) Analyze(_ context.Context, d *Dataset) ([]Finding, error) {
+func (a *Completeness) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
+	return runPass(ctx, a.newPass(), d)
+}
+
+// unloggedPass counts, over the slices, the gateway requests routed to
+// endpoints that logged nothing for them, and reports gaps and those
+// endpoints at the end.
+type unloggedPass struct {
+	routed map[string]int
+	span   map[string][2]time.Time // the routed requests' first and last times: the finding's times
+}
+
+func (*Completeness) newPass() pass {
+	return &unloggedPass{routed: map[string]int{}, span: map[string][2]time.Time{}}
+}
+
+func (p *unloggedPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
+	for _, f := range d.Facts {
+		if f.GW != nil && f.Room != 0 && f.Prefill == nil && f.Decode == nil {
+			k := f.PrefillEP + " " + f.DecodeEP
+			p.routed[k]++
+			sp := p.span[k]
+			if sp[0].IsZero() || f.TS.Before(sp[0]) {
+				sp[0] = f.TS
+			}
+			if f.TS.After(sp[1]) {
+				sp[1] = f.TS
+			}
+			p.span[k] = sp
+		}
+	}
+	return nil, nil
+}
+
+func (p *unloggedPass) finish(_ context.Context, d *Dataset) ([]Finding, error) {
+	routed, span := p.routed, p.span
 	var out []Finding
 	for _, g := range d.Gaps {
 		fd := Finding{Severity: Note, Confidence: 0.9, TS: g.From, FirstTS: g.From, LastTS: g.To, DecodeDPRank: -1,
@@ -78,23 +113,6 @@ func (a *Completeness) Analyze(_ context.Context, d *Dataset) ([]Finding, error)
 		}
 		fd.Evidence = g.Lines
 		out = append(out, fd)
-	}
-	// Nodes the gateway routed to that logged nothing.
-	routed := map[string]int{}
-	span := map[string][2]time.Time{} // the routed requests' first and last times: the finding's times
-	for _, f := range d.Facts {
-		if f.GW != nil && f.Room != 0 && f.Prefill == nil && f.Decode == nil {
-			k := f.PrefillEP + " " + f.DecodeEP
-			routed[k]++
-			sp := span[k]
-			if sp[0].IsZero() || f.TS.Before(sp[0]) {
-				sp[0] = f.TS
-			}
-			if f.TS.After(sp[1]) {
-				sp[1] = f.TS
-			}
-			span[k] = sp
-		}
 	}
 	keys := make([]string, 0, len(routed))
 	for k := range routed {

@@ -30,8 +30,12 @@ func (m nodeMap) node(ep string) string {
 
 // buildNodeMap learns which node an endpoint names: from explicit
 // endpoints (the sources manifest), from server_args host=, and from the
-// prefill hosts that decode Receive lines name (bootstrap_host).
-func buildNodeMap(explicit map[string]string, boots *Boots, engine []*EngineEvent) nodeMap {
+// prefill hosts that decode Receive lines name (bootstrap_host): votes
+// counts, per host, the Receive lines of each prefill node that carry it
+// (a prefill node's own Receive lines carry bootstrap_host = its host),
+// counted by the store over the whole read so every slice of a window
+// maps endpoints alike.
+func buildNodeMap(explicit map[string]string, boots *Boots, votes map[string]map[string]int) nodeMap {
 	m := nodeMap{byHost: map[string]string{}}
 	for ep, n := range explicit {
 		m.byHost[ep] = n
@@ -46,16 +50,6 @@ func buildNodeMap(explicit map[string]string, boots *Boots, engine []*EngineEven
 					m.byHost[h] = node
 				}
 			}
-		}
-	}
-	// A prefill node's own Receive lines carry bootstrap_host = its host.
-	votes := map[string]map[string]int{}
-	for _, e := range engine {
-		if e.Role == "prefill" && e.BootHost != "" && e.Event == "received" {
-			if votes[e.BootHost] == nil {
-				votes[e.BootHost] = map[string]int{}
-			}
-			votes[e.BootHost][e.Node]++
 		}
 	}
 	for h, v := range votes {

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // ImpossibleSpeed finds requests whose time to first token is far below
@@ -41,79 +43,158 @@ func (*ImpossibleSpeed) Version() string { return "1" }
 func (a *ImpossibleSpeed) Params() any { return a }
 
 type speedPoint struct {
-	f    *Fact
+	key  string
 	u, t float64
 	h    uint64
 }
 
+func newSpeedPoint(key string, prompt, cached uint64, ttft float64) speedPoint {
+	h := sha256.Sum256([]byte(key))
+	return speedPoint{key: key, u: float64(prompt - cached), t: ttft, h: binary.BigEndian.Uint64(h[:8])}
+}
+
 // Analyze implements Analyzer.
-func (a *ImpossibleSpeed) Analyze(_ context.Context, d *Dataset) ([]Finding, error) {
-	byNode := map[string][]speedPoint{}
-	for _, f := range d.Facts {
-		if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTMs <= 0 || f.Prefill == nil {
+func (a *ImpossibleSpeed) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
+	return runPass(ctx, a.newPass(), d)
+}
+
+// newPass: the fit needs every request of the window, so it runs after
+// the slices, on the window's requests in memory when it was read whole,
+// else on their saved facts, grouped by the server and read twice (the
+// fit's sample, then the judgement), never held.
+func (a *ImpossibleSpeed) newPass() pass { return windowPass(a.judge) }
+
+// speedNode is one prefill node's sample and fit.
+type speedNode struct {
+	n      int // the node's points
+	sample []speedPoint
+	fit    Fit
+	ok     bool
+}
+
+// points calls fn for every point of the window, in time order when read
+// whole.
+func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, fn func(node string, p speedPoint)) error {
+	if d.complete {
+		for _, f := range d.Facts {
+			if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTMs <= 0 || f.Prefill == nil {
+				continue
+			}
+			prompt := f.PromptTokens()
+			if f.GW.Cached > prompt {
+				continue
+			}
+			fn(f.Prefill.Node, newSpeedPoint(f.Key, prompt, f.GW.Cached, f.GW.TTFTMs))
+		}
+		return nil
+	}
+	return d.DB.ScanSpeedPoints(ctx, d.factsVersion, d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
+		prompt := max(sp.Prompt, sp.DecodePrompt)
+		if sp.Status != 200 || sp.TTFTMs <= 0 || sp.PrefillNode == "" || !d.Window.Contains(sp.TS) || sp.Cached > prompt {
+			return nil
+		}
+		fn(sp.PrefillNode, newSpeedPoint(sp.Key, prompt, sp.Cached, sp.TTFTMs))
+		return nil
+	})
+}
+
+// judge fits each node's TTFT from a deterministic sample of its points
+// (the lowest key hashes), then finds the points far below the fit.
+func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset) ([]Finding, error) {
+	nodes := map[string]*speedNode{}
+	err := a.points(ctx, d, func(node string, p speedPoint) {
+		sn := nodes[node]
+		if sn == nil {
+			sn = &speedNode{}
+			nodes[node] = sn
+		}
+		sn.n++
+		sn.sample = append(sn.sample, p)
+		if a.Sample > 0 && len(sn.sample) >= 4*a.Sample {
+			sn.sample = lowestHashes(sn.sample, a.Sample)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, sn := range nodes {
+		if sn.n < a.MinSamples {
 			continue
 		}
-		prompt := f.PromptTokens()
-		if f.GW.Cached > prompt {
-			continue
+		if a.Sample > 0 {
+			sn.sample = lowestHashes(sn.sample, a.Sample)
 		}
-		h := sha256.Sum256([]byte(f.Key))
-		byNode[f.Prefill.Node] = append(byNode[f.Prefill.Node], speedPoint{f: f, u: float64(prompt - f.GW.Cached),
-			t: f.GW.TTFTMs, h: binary.BigEndian.Uint64(h[:8])})
+		fit, ok := a.fit(sn.sample)
+		sn.fit, sn.ok = fit, ok && fit.Slope > 0
+		sn.sample = nil
 	}
-	nodes := make([]string, 0, len(byNode))
-	for n := range byNode {
-		nodes = append(nodes, n)
+	type suspect struct {
+		node string
+		p    speedPoint
 	}
-	sort.Strings(nodes)
+	var sus []suspect
+	err = a.points(ctx, d, func(node string, p speedPoint) {
+		sn := nodes[node]
+		if !sn.ok || p.u < float64(a.MinUncached) {
+			return
+		}
+		want := sn.fit.Predict(p.u)
+		if p.t >= want-a.MADs*sn.fit.Sigma || p.t >= a.MaxRatio*want {
+			return
+		}
+		sus = append(sus, suspect{node, p})
+	})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(sus))
+	for i, s := range sus {
+		keys[i] = s.p.key
+	}
+	if err := d.ensureFacts(ctx, keys, nil); err != nil {
+		return nil, err
+	}
 	var out []Finding
-	for _, node := range nodes {
-		pts := byNode[node]
-		if len(pts) < a.MinSamples {
-			continue
+	for _, s := range sus {
+		f, p, node, fit := d.ByKey[s.p.key], s.p, s.node, nodes[s.node].fit
+		if f == nil {
+			return nil, fmt.Errorf("impossible speed: request %s was saved but cannot be linked again", p.key)
 		}
-		fit, ok := a.fit(pts)
-		if !ok || fit.Slope <= 0 {
-			continue
+		want := fit.Predict(p.u)
+		bound := want - a.MADs*fit.Sigma
+		fd := f.Finding()
+		fd.Severity = Medium
+		if f.ClientSuccess() {
+			fd.Severity = High
 		}
-		for _, p := range pts {
-			if p.u < float64(a.MinUncached) {
-				continue
-			}
-			want := fit.Predict(p.u)
-			bound := want - a.MADs*fit.Sigma
-			if p.t >= bound || p.t >= a.MaxRatio*want {
-				continue
-			}
-			f := p.f
-			fd := f.Finding()
-			fd.Severity = Medium
-			if f.ClientSuccess() {
-				fd.Severity = High
-			}
-			fd.Confidence = 0.6 + 0.35*min(1, (want-p.t)/want)
-			fd.Title = fmt.Sprintf("TTFT %.0f ms for %s uncached tokens on %s (fit %.0f ms)", p.t, commas(uint64(p.u)), node, want)
-			fd.Explanation = fmt.Sprintf("TTFT %.0f ms for %s uncached prompt tokens (prompt %s, cached %s) on %s, whose own traffic "+
-				"fits TTFT = %.1f ms + %.4f ms/token (Theil-Sen on %d of %d requests, robust sigma %.1f ms): expected %.0f ms, "+
-				"lower bound %.0f ms. The prefill cannot have computed this prompt; client got %d with %s completion tokens.",
-				p.t, commas(uint64(p.u)), commas(f.PromptTokens()), commas(f.GW.Cached), node, fit.Intercept, fit.Slope,
-				fit.N, len(pts), fit.Sigma, want, max(bound, 0), f.Status(), commas(f.Completion()))
-			fd.Details["ttft_ms"] = fmt.Sprintf("%.3f", p.t)
-			fd.Details["expected_ttft_ms"] = fmt.Sprintf("%.3f", want)
-			fd.Details["fit"] = fmt.Sprintf("%.4f+%.6f*u sigma=%.4f n=%d", fit.Intercept, fit.Slope, fit.Sigma, fit.N)
-			out = append(out, fd)
-		}
+		fd.Confidence = 0.6 + 0.35*min(1, (want-p.t)/want)
+		fd.Title = fmt.Sprintf("TTFT %.0f ms for %s uncached tokens on %s (fit %.0f ms)", p.t, commas(uint64(p.u)), node, want)
+		fd.Explanation = fmt.Sprintf("TTFT %.0f ms for %s uncached prompt tokens (prompt %s, cached %s) on %s, whose own traffic "+
+			"fits TTFT = %.1f ms + %.4f ms/token (Theil-Sen on %d of %d requests, robust sigma %.1f ms): expected %.0f ms, "+
+			"lower bound %.0f ms. The prefill cannot have computed this prompt; client got %d with %s completion tokens.",
+			p.t, commas(uint64(p.u)), commas(f.PromptTokens()), commas(f.GW.Cached), node, fit.Intercept, fit.Slope,
+			fit.N, nodes[node].n, fit.Sigma, want, max(bound, 0), f.Status(), commas(f.Completion()))
+		fd.Details["ttft_ms"] = fmt.Sprintf("%.3f", p.t)
+		fd.Details["expected_ttft_ms"] = fmt.Sprintf("%.3f", want)
+		fd.Details["fit"] = fmt.Sprintf("%.4f+%.6f*u sigma=%.4f n=%d", fit.Intercept, fit.Slope, fit.Sigma, fit.N)
+		out = append(out, fd)
 	}
 	return out, nil
+}
+
+// lowestHashes keeps the n points of lowest hash (the fit's deterministic
+// sample), so a node's sample stays bounded however many points it has.
+func lowestHashes(s []speedPoint, n int) []speedPoint {
+	sort.Slice(s, func(i, j int) bool { return s[i].h < s[j].h || (s[i].h == s[j].h && s[i].key < s[j].key) })
+	if len(s) > n {
+		s = s[:n]
+	}
+	return s
 }
 
 // fit uses a deterministic sample (lowest key hashes) of the node's points.
 func (a *ImpossibleSpeed) fit(pts []speedPoint) (Fit, bool) {
 	s := append([]speedPoint(nil), pts...)
-	sort.Slice(s, func(i, j int) bool { return s[i].h < s[j].h })
-	if a.Sample > 0 && len(s) > a.Sample {
-		s = s[:a.Sample]
-	}
 	sort.Slice(s, func(i, j int) bool { return s[i].u < s[j].u || (s[i].u == s[j].u && s[i].h < s[j].h) })
 	xs, ys := make([]float64, len(s)), make([]float64, len(s))
 	for i, p := range s {

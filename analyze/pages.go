@@ -42,6 +42,9 @@ func (d *Dataset) Pages(ctx context.Context) (*pageReplay, error) {
 	if d.Cfg.ignorePages {
 		return nil, nil
 	}
+	if d.parent != nil {
+		return d.parent.Pages(ctx) // one page replay per window, not per slice
+	}
 	if d.pagesOK || d.pagesErr != nil {
 		return d.pages, d.pagesErr
 	}

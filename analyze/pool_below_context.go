@@ -32,16 +32,55 @@ func (*PoolBelowContext) Version() string { return "1" }
 func (*PoolBelowContext) Params() any { return struct{}{} }
 
 // Analyze implements Analyzer.
-func (*PoolBelowContext) Analyze(_ context.Context, d *Dataset) ([]Finding, error) {
-	// Prompts in the gap per node, to say whether the window was hit.
-	type hit struct {
-		n, served int
-		lines     []uint64
+func (a *PoolBelowContext) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
+	return runPass(ctx, a.newPass(), d)
+}
+
+// gapHits counts, per boot, the prompts in its gap.
+type gapHits struct {
+	n, served int
+	lines     []uint64
+}
+
+// poolPass counts prompts in each boot's gap over the slices and reports
+// the boots at the end.
+type poolPass struct{ hits map[*Boot]*gapHits }
+
+func (*PoolBelowContext) newPass() pass { return &poolPass{hits: map[*Boot]*gapHits{}} }
+
+// inGap reports whether a boot runs with a pool below its context length.
+func inGap(b *Boot) bool { return b.HasLimits && b.MaxReqInputLen+6 < b.ContextLen }
+
+func (p *poolPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
+	for _, f := range d.Facts {
+		if f.Prefill == nil || f.Prefill.Boot == nil || !inGap(f.Prefill.Boot) {
+			continue
+		}
+		b := f.Prefill.Boot
+		if pr := f.PromptTokens(); pr < b.Limit() || pr > b.ContextLen {
+			continue
+		}
+		h := p.hits[b]
+		if h == nil {
+			h = &gapHits{}
+			p.hits[b] = h
+		}
+		h.n++
+		if f.ClientSuccess() {
+			h.served++
+		}
+		if len(h.lines) < 20 && f.GW != nil {
+			h.lines = append(h.lines, f.GW.Line)
+		}
 	}
+	return nil, nil
+}
+
+func (p *poolPass) finish(_ context.Context, d *Dataset) ([]Finding, error) {
 	var out []Finding
 	for _, node := range d.Boots.Nodes() {
 		for _, b := range d.Boots.ByNode[node] {
-			if !b.HasLimits || b.MaxReqInputLen+6 >= b.ContextLen {
+			if !inGap(b) {
 				continue
 			}
 			end := b.End()
@@ -55,20 +94,9 @@ func (*PoolBelowContext) Analyze(_ context.Context, d *Dataset) ([]Finding, erro
 			if !end.After(start) {
 				continue
 			}
-			var h hit
-			for _, f := range d.Facts {
-				if f.Prefill == nil || f.Prefill.Node != node || f.Prefill.Boot != b {
-					continue
-				}
-				if p := f.PromptTokens(); p >= b.Limit() && p <= b.ContextLen {
-					h.n++
-					if f.ClientSuccess() {
-						h.served++
-					}
-					if len(h.lines) < 20 && f.GW != nil {
-						h.lines = append(h.lines, f.GW.Line)
-					}
-				}
+			var h gapHits
+			if x := p.hits[b]; x != nil {
+				h = *x
 			}
 			sev, conf := Medium, 0.95
 			what := "a PD prefill node: a prompt in the gap is replaced by a 1-token placeholder, one page is transferred and decode reads stale pages for the rest (#30233)"

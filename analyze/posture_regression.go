@@ -85,3 +85,6 @@ func (*PostureRegression) Analyze(ctx context.Context, d *Dataset) ([]Finding, e
 	}
 	return out, nil
 }
+
+// newPass: the fleet's settings are read once per window, not per slice.
+func (a *PostureRegression) newPass() pass { return windowPass(a.Analyze) }

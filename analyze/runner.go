@@ -37,6 +37,11 @@ type Config struct {
 	// GapThreshold: silence on a node longer than this while the rest of
 	// the fleet logged is a completeness gap.
 	GapThreshold time.Duration
+	// SliceRequests is the most gateway responses analysis holds in
+	// memory at once: a window with more is read in slices of about this
+	// many (slices.go). 0 means DefaultSliceRequests; negative reads any
+	// window whole.
+	SliceRequests int
 	// SkipReplay analyzes as if no allocator replay were possible (every
 	// victim falls back to its node/rank window, abort_reuse keeps only
 	// the candidates received after the abort): what the analysis cost
@@ -90,6 +95,18 @@ type Dataset struct {
 	// Gaps are the completeness gaps per node (see Completeness).
 	Gaps []Gap
 
+	// A slice of a window read in slices (slices.go): own is the span whose
+	// findings it keeps, parent the window's Dataset. complete says that
+	// Facts, ByRoom and ByKey hold every request of the window (it was
+	// read whole); otherwise requests are read back from request_facts of
+	// factsVersion when a window-wide step needs them.
+	own          *Window
+	parent       *Dataset
+	linked       []*Fact // every request linked (own and context), in time order
+	complete     bool
+	factsVersion uint64
+	nodes        nodeMap
+
 	pages    *pageReplay
 	pagesErr error
 	pagesOK  bool
@@ -124,6 +141,8 @@ type Report struct {
 	Phases         []Phase
 	Runs           []RunResult
 	Reconstruction *Reconstruction
+	// Slices is how many slices the window was read in (1: whole).
+	Slices int
 }
 
 // Errors reports whether any analyzer run ended in ERROR.
@@ -190,7 +209,8 @@ func Select(all []Analyzer, names []string) ([]Analyzer, error) {
 	return out, nil
 }
 
-// Load reads and links everything a run over w needs.
+// Load reads and links everything a run over w needs, whole (benchmarks
+// and tests; Run reads a large window in slices).
 func (r *Runner) Load(ctx context.Context, w Window) (*Dataset, error) {
 	return r.load(ctx, w, true)
 }
@@ -198,6 +218,20 @@ func (r *Runner) Load(ctx context.Context, w Window) (*Dataset, error) {
 // load is Load; gaps=false skips the completeness scan, which linking
 // requests does not need.
 func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error) {
+	wd, err := r.prepare(ctx, w, gaps)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.loadSlice(ctx, wd, wd.Window, true)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// prepare fills an open window from the data's span and reads what every
+// slice shares: boots, gaps, the watermark and the endpoint → node map.
+func (r *Runner) prepare(ctx context.Context, w Window, gaps bool) (*Dataset, error) {
 	var wm time.Time
 	if gaps || w.From.IsZero() || w.To.IsZero() {
 		// The data's span fills an open window; its watermark is for
@@ -221,20 +255,10 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 	if cfg.LinkMargin <= 0 {
 		cfg.LinkMargin = DefaultConfig().LinkMargin
 	}
-	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wm}
+	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wm,
+		ByRoom: map[uint64]*Fact{}, ByKey: map[string]*Fact{}}
 	var err error
 	if d.Boots, err = r.DB.NodeBoots(ctx); err != nil {
-		return nil, err
-	}
-	gw, err := loadGateway(ctx, r.DB, w)
-	if err != nil {
-		return nil, err
-	}
-	lo, hi := w.From.Add(-cfg.LinkMargin), w.To.Add(cfg.LinkMargin)
-	if d.Engine, err = loadEngine(ctx, r.DB, lo, hi); err != nil {
-		return nil, err
-	}
-	if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
 		return nil, err
 	}
 	declared, err := r.DB.NodeEndpoints(ctx)
@@ -244,16 +268,12 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 	for ep, n := range r.Endpoints { // the caller's mapping wins
 		declared[ep] = n
 	}
-	nodes := buildNodeMap(declared, d.Boots, d.Engine)
-	d.Facts = correlate(w, d.Boots, nodes, gw, d.Engine, d.Transfer)
-	d.ByRoom = make(map[uint64]*Fact, len(d.Facts))
-	d.ByKey = make(map[string]*Fact, len(d.Facts))
-	for _, f := range d.Facts {
-		if f.Room != 0 {
-			d.ByRoom[f.Room] = f
-		}
-		d.ByKey[f.Key] = f
+	lo, hi := w.From.Add(-cfg.LinkMargin), w.To.Add(cfg.LinkMargin)
+	votes, err := r.DB.PrefillHostVotes(ctx, lo, hi)
+	if err != nil {
+		return nil, err
 	}
+	d.nodes = buildNodeMap(declared, d.Boots, votes)
 	if gaps {
 		if d.Gaps, err = r.DB.Silences(ctx, w.From, w.To, cfg.GapThreshold); err != nil {
 			return nil, err
@@ -262,11 +282,54 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 	return d, nil
 }
 
-// Run loads the window once, builds request_facts, runs the selected
-// analyzers (each timed and recorded as its own run) and rebuilds the
-// affected list from the latest runs. It returns an error only when the
-// data could not be loaded or results could not be stored; an analyzer's
-// own failure is recorded as an ERROR run.
+// loadSlice reads and links the requests of own (a span of wd's window).
+// whole: own is the window, the Dataset is complete. Otherwise the slice
+// also links the window's requests within sliceContext of own, for
+// lookups; its Facts are its own requests only.
+func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole bool) (*Dataset, error) {
+	w, cfg := wd.Window, wd.Cfg
+	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wd.Watermark, Boots: wd.Boots, Gaps: wd.Gaps,
+		nodes: wd.nodes, factsVersion: wd.factsVersion, complete: whole}
+	link := w // the requests linked
+	if !whole {
+		own := own
+		d.own, d.parent = &own, wd
+		c := cfg.sliceContext()
+		link = Window{From: maxTime(own.From.Add(-c), w.From), To: minTime(own.To.Add(c), w.To)}
+	}
+	gw, err := loadGateway(ctx, r.DB, link)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := link.From.Add(-cfg.LinkMargin), link.To.Add(cfg.LinkMargin)
+	if d.Engine, err = loadEngine(ctx, r.DB, lo, hi); err != nil {
+		return nil, err
+	}
+	if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
+		return nil, err
+	}
+	facts := correlate(link, d.Boots, d.nodes, gw, d.Engine, d.Transfer)
+	d.linked = facts
+	d.ByRoom = make(map[uint64]*Fact, len(facts))
+	d.ByKey = make(map[string]*Fact, len(facts))
+	for _, f := range facts {
+		if f.Room != 0 {
+			d.ByRoom[f.Room] = f
+		}
+		d.ByKey[f.Key] = f
+		if whole || own.Contains(f.TS) {
+			d.Facts = append(d.Facts, f)
+		}
+	}
+	return d, nil
+}
+
+// Run analyzes w: it links the window's requests (in slices when they are
+// more than Config.SliceRequests), saves them to request_facts, runs the
+// selected analyzers (each timed and recorded as its own run) and rebuilds
+// the affected list from the latest runs. It returns an error only when
+// the data could not be loaded or results could not be stored; an
+// analyzer's own failure is recorded as an ERROR run.
 func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, error) {
 	analyzers := r.Analyzers
 	if analyzers == nil {
@@ -278,26 +341,74 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	}
 	rep := &Report{}
 	t0 := time.Now()
-	d, err := r.Load(ctx, w)
+	started := r.now()
+	wd, err := r.prepare(ctx, w, true)
 	if err != nil {
 		return nil, err
 	}
-	rep.Window = d.Window
-	rep.Phases = append(rep.Phases, Phase{"load+correlate", time.Since(t0)})
-	t0 = time.Now()
-	if err := r.DB.SaveRequestFacts(ctx, d.Facts, uint64(r.now().UnixNano())); err != nil {
+	wd.factsVersion = uint64(started.UnixNano())
+	rep.Window = wd.Window
+	plan, err := r.plan(ctx, wd)
+	if err != nil {
 		return nil, err
 	}
-	rep.Phases = append(rep.Phases, Phase{"save request_facts", time.Since(t0)})
-	for _, a := range sel {
-		res := r.RunAnalyzer(ctx, d, a)
+	rep.Slices = len(plan)
+	loadTook := time.Since(t0)
+	var saveTook time.Duration
+	passes := make([]pass, len(sel))
+	found := make([][]Finding, len(sel))
+	failed := make([]error, len(sel))
+	took := make([]time.Duration, len(sel))
+	for i, a := range sel {
+		passes[i] = passOf(a)
+	}
+	for _, own := range plan {
+		t0 = time.Now()
+		d, err := r.loadSlice(ctx, wd, own, len(plan) == 1)
+		if err != nil {
+			return nil, err
+		}
+		loadTook += time.Since(t0)
+		t0 = time.Now()
+		if err := r.DB.SaveRequestFacts(ctx, d.Facts, wd.factsVersion); err != nil {
+			return nil, err
+		}
+		saveTook += time.Since(t0)
+		for i := range sel {
+			if failed[i] != nil {
+				continue
+			}
+			t0 = time.Now()
+			fs, err := passes[i].slice(ctx, d)
+			took[i] += time.Since(t0)
+			if err != nil {
+				failed[i] = err
+				continue
+			}
+			fs = slices.DeleteFunc(fs, func(f Finding) bool { return !d.owns(f.TS) })
+			d.keep(fs)
+			found[i] = append(found[i], fs...)
+		}
+		if len(plan) == 1 {
+			wd = d // read whole: the window's Dataset is the slice
+		}
+	}
+	rep.Phases = append(rep.Phases, Phase{"load+correlate", loadTook}, Phase{"save request_facts", saveTook})
+	for i, a := range sel {
+		if failed[i] == nil {
+			t0 = time.Now()
+			fs, err := passes[i].finish(ctx, wd)
+			took[i] += time.Since(t0)
+			found[i], failed[i] = append(found[i], fs...), err
+		}
+		res := r.result(a, wd, started, found[i], failed[i], took[i])
 		if err := r.save(ctx, &res); err != nil {
 			return rep, err
 		}
 		if !r.SkipReconstruct && !r.Live {
 			// The reconstruction's victims, known early, share the
 			// allocator replay abort_reuse runs (replay_shared.go).
-			d.noteFindings(res.Findings)
+			wd.noteFindings(res.Findings)
 		}
 		rep.Runs = append(rep.Runs, res)
 		rep.Phases = append(rep.Phases, Phase{"analyzer " + a.Name(), res.Duration})
@@ -308,7 +419,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	}
 	if !r.SkipReconstruct && !r.Live {
 		t0 = time.Now()
-		rec, err := r.Reconstruct(ctx, d)
+		rec, err := r.Reconstruct(ctx, wd)
 		if err != nil {
 			return rep, err
 		}
@@ -316,6 +427,22 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		rep.Phases = append(rep.Phases, Phase{"reconstruct affected", time.Since(t0)})
 	}
 	return rep, nil
+}
+
+// plan cuts the window into the slices Run reads.
+func (r *Runner) plan(ctx context.Context, wd *Dataset) ([]Window, error) {
+	maxReq := wd.Cfg.SliceRequests
+	if maxReq == 0 {
+		maxReq = DefaultSliceRequests
+	}
+	if maxReq < 0 {
+		return []Window{wd.Window}, nil
+	}
+	buckets, err := r.DB.RequestCounts(ctx, wd.Window.From, wd.Window.To, sliceStep)
+	if err != nil {
+		return nil, err
+	}
+	return planSlices(buckets, wd.Window, maxReq), nil
 }
 
 // Correlate links the gateway-logged requests of w (gateway → prefill →
@@ -385,15 +512,20 @@ func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (
 // RunAnalyzer runs one analyzer on a loaded dataset without storing
 // anything (benchmarks time it; Run stores the result).
 func (r *Runner) RunAnalyzer(ctx context.Context, d *Dataset, a Analyzer) RunResult {
+	started := r.now()
+	t0 := time.Now()
+	fs, err := a.Analyze(ctx, d)
+	return r.result(a, d, started, fs, err, time.Since(t0))
+}
+
+// result makes the run record of an analyzer's findings (or failure).
+func (r *Runner) result(a Analyzer, d *Dataset, started time.Time, fs []Finding, err error, dur time.Duration) RunResult {
 	params, _ := json.Marshal(a.Params())
 	run := Run{Analyzer: a.Name(), Version: a.Version(), Params: string(params), Window: d.Window,
-		Watermark: d.Watermark, Started: r.now(), Trigger: r.Trigger, CaseID: r.CaseID}
+		Watermark: d.Watermark, Started: started, Trigger: r.Trigger, CaseID: r.CaseID}
 	if r.Live {
 		run.Trigger = TriggerLive // the current-findings rule tells live rounds apart by it
 	}
-	t0 := time.Now()
-	fs, err := a.Analyze(ctx, d)
-	dur := time.Since(t0)
 	run.Finished = r.now()
 	// Runs are unique executions: the nonce keeps two runs started in the
 	// same instant (pinned clocks, parallel callers) apart.

@@ -39,6 +39,16 @@ type Evidence interface {
 	ProbeMarkers(ctx context.Context, markers []string) (map[string]domain.ProbeMarker, error)
 	// Silences applies the one gap rule (domain.FindSilences) to [from, to).
 	Silences(ctx context.Context, from, to time.Time, threshold time.Duration) ([]domain.Silence, error)
+	// The reads of an analysis in slices (slices.go): requests per time
+	// bucket, the prefill host votes of the node map, saved facts of this
+	// run by key, room or decode node, the lines they were linked from,
+	// and the impossible-speed fit's points grouped by the server.
+	RequestCounts(ctx context.Context, from, to time.Time, step time.Duration) ([]domain.Bucket, error)
+	PrefillHostVotes(ctx context.Context, from, to time.Time) (map[string]map[string]int, error)
+	RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error)
+	DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error)
+	EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error
+	ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error
 	// posture.DB is what posture.Load reads the fleet's settings through
 	// (the posture_regression analyzer).
 	posture.DB

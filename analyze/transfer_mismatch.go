@@ -38,7 +38,17 @@ func pagesFor(tokens, pageSize uint64) uint64 {
 }
 
 // Analyze implements Analyzer.
-func (*TransferMismatch) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
+func (a *TransferMismatch) Analyze(ctx context.Context, d *Dataset) ([]Finding, error) {
+	return runPass(ctx, a.newPass(), d)
+}
+
+// mismatchPass compares token counts request by request in each slice,
+// and reads page events' verdicts once for the window.
+type mismatchPass struct{}
+
+func (*TransferMismatch) newPass() pass { return mismatchPass{} }
+
+func (mismatchPass) slice(ctx context.Context, d *Dataset) ([]Finding, error) {
 	pr, err := d.Pages(ctx)
 	if err != nil {
 		return nil, err
@@ -80,14 +90,28 @@ func (*TransferMismatch) Analyze(ctx context.Context, d *Dataset) ([]Finding, er
 		fd.Details["method"] = "tokens"
 		out = append(out, fd)
 	}
-	if pr == nil {
-		return out, nil
+	return out, nil
+}
+
+func (mismatchPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
+	pr, err := d.Pages(ctx)
+	if err != nil || pr == nil {
+		return nil, err
 	}
+	var out []Finding
 	rooms := make([]uint64, 0, len(pr.Reads))
-	for r := range pr.Reads {
+	named := []uint64{}
+	for r, rd := range pr.Reads {
 		rooms = append(rooms, r)
+		named = append(named, r)
+		for w := range rd.Stale {
+			named = append(named, w)
+		}
 	}
 	sort.Slice(rooms, func(i, j int) bool { return rooms[i] < rooms[j] })
+	if err := d.ensureFacts(ctx, nil, named); err != nil {
+		return nil, err
+	}
 	for _, room := range rooms {
 		r := pr.Reads[room]
 		f := d.ByRoom[room]

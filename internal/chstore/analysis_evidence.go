@@ -121,7 +121,12 @@ ORDER BY ts_ns, line_id`
 // ScanEngineEvents streams the per-request engine lines of [from, to]
 // (whole seconds, both ends included) in time order, each line once.
 func (s *Store) ScanEngineEvents(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error {
-	rows, err := s.Query(ctx, anEngineEventsSQL, uint32(from.Unix()), uint32(to.Unix()))
+	return s.scanEngine(ctx, anEngineEventsSQL, []any{uint32(from.Unix()), uint32(to.Unix())}, fn)
+}
+
+// scanEngine runs an engine_events select of anEngineEventsSQL's columns.
+func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn func(*domain.EngineEvent) error) error {
+	rows, err := s.Query(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("load engine events: %w", err)
 	}
@@ -159,7 +164,13 @@ ORDER BY ts_ns, line_id`
 // ScanTransferEvents streams the transfer lines of [from, to] (whole
 // seconds) in time order, each line once.
 func (s *Store) ScanTransferEvents(ctx context.Context, from, to time.Time, fn func(*domain.TransferEvent) error) error {
-	rows, err := s.Query(ctx, anTransferEventsSQL, uint32(from.Unix()), uint32(to.Unix()))
+	return s.scanTransfer(ctx, anTransferEventsSQL, []any{uint32(from.Unix()), uint32(to.Unix())}, fn)
+}
+
+// scanTransfer runs a transfer_events select of anTransferEventsSQL's
+// columns.
+func (s *Store) scanTransfer(ctx context.Context, query string, args []any, fn func(*domain.TransferEvent) error) error {
+	rows, err := s.Query(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("load transfer events: %w", err)
 	}
@@ -196,7 +207,18 @@ ORDER BY ts_ns, request_id`
 // ScanGatewayResponses streams the gateway responses of the window
 // [w.From, w.To) in time order, each (request id, line) once.
 func (s *Store) ScanGatewayResponses(ctx context.Context, w domain.Window, fn func(*domain.GatewayResponse) error) error {
-	rows, err := s.Query(ctx, anGatewaySQL, uint32(w.From.Unix()), uint32(w.To.Unix()))
+	return s.scanGateway(ctx, anGatewaySQL, []any{uint32(w.From.Unix()), uint32(w.To.Unix())}, func(g *domain.GatewayResponse) error {
+		if !w.Contains(g.TS) {
+			return nil
+		}
+		return fn(g)
+	})
+}
+
+// scanGateway runs a gateway_responses select of anGatewaySQL's columns;
+// each (request id, line) once.
+func (s *Store) scanGateway(ctx context.Context, query string, args []any, fn func(*domain.GatewayResponse) error) error {
+	rows, err := s.Query(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("load gateway responses: %w", err)
 	}
@@ -210,9 +232,6 @@ func (s *Store) ScanGatewayResponses(ctx context.Context, w domain.Window, fn fu
 			return fmt.Errorf("scan gateway response: %w", err)
 		}
 		g.TS = time.Unix(0, int64(ns)).UTC()
-		if !w.Contains(g.TS) {
-			continue
-		}
 		k := g.RequestID + "\x00" + strconv.FormatUint(g.Line, 10)
 		if seen[k] {
 			continue

@@ -1,0 +1,280 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// Analysis in bounded memory. A window of more requests than
+// Config.SliceRequests is read slice by slice, in time order: each slice
+// loads its own requests plus the requests within sliceContext of it (so
+// that what an analyzer looks up next to a request — the aborted room of a
+// candidate, the other room of a metadata slot — is there), and the engine
+// and transfer lines LinkMargin beyond those, links them, saves them to
+// request_facts and hands them to each analyzer's pass. What an analyzer
+// needs across the whole window is either a small sum it keeps (prompts in
+// a boot's gap, routed-but-unlogged counts, abort candidates) or read back
+// from ClickHouse after the slices (the speed fit's points, grouped by the
+// server; the victims, writers and neighbours the reconstruction names,
+// linked again from the lines their saved facts point at). The allocator
+// replay already streams node by node from the store. A window that fits
+// in one slice is read exactly as before, in one piece; the slices of a
+// larger window give the same findings and the same notification list
+// (TestSlicedAnalysisEqualsWhole).
+
+// DefaultSliceRequests is the most gateway responses one slice holds by
+// default: about 0.5 GB of linked requests and their lines in Go.
+const DefaultSliceRequests = 100_000
+
+// sliceContext is how far around its own span a slice links requests for
+// lookups: an aborted request is at most the transfer timeout before the
+// abort, its candidates AbortReuseWindow around it.
+func (c Config) sliceContext() time.Duration {
+	return waitingTimeout + max(c.AbortReuseWindow, time.Minute) + time.Minute
+}
+
+// sliceStep is the granularity slices are cut at.
+const sliceStep = time.Minute
+
+// planSlices cuts w into consecutive spans of at most max requests each
+// (a single minute holding more is one span of its own). One span means
+// the window is read whole.
+func planSlices(buckets []domain.Bucket, w Window, maxReq int) []Window {
+	if maxReq <= 0 || len(buckets) == 0 {
+		return []Window{w}
+	}
+	var total uint64
+	for _, b := range buckets {
+		total += b.N
+	}
+	if total <= uint64(maxReq) {
+		return []Window{w}
+	}
+	var out []Window
+	from := w.From
+	var n uint64
+	for _, b := range buckets {
+		if n > 0 && n+b.N > uint64(maxReq) && b.Start.After(from) {
+			out = append(out, Window{From: from, To: b.Start})
+			from, n = b.Start, 0
+		}
+		n += b.N
+	}
+	return append(out, Window{From: from, To: w.To})
+}
+
+// pass is one analyzer's work over a window read in slices: slice sees
+// each slice's Dataset in time order (its Facts are the slice's own
+// requests) and returns the findings it can make there; finish runs once
+// on the window's Dataset after the last slice.
+type pass interface {
+	slice(ctx context.Context, d *Dataset) ([]Finding, error)
+	finish(ctx context.Context, d *Dataset) ([]Finding, error)
+}
+
+// passer is an analyzer with a pass of its own; any other analyzer works
+// slice by slice (Analyze on each slice).
+type passer interface {
+	newPass() pass
+}
+
+func passOf(a Analyzer) pass {
+	if p, ok := a.(passer); ok {
+		return p.newPass()
+	}
+	return slicePass{a}
+}
+
+// slicePass runs a per-request analyzer on each slice.
+type slicePass struct{ a Analyzer }
+
+func (p slicePass) slice(ctx context.Context, d *Dataset) ([]Finding, error) {
+	return p.a.Analyze(ctx, d)
+}
+func (slicePass) finish(context.Context, *Dataset) ([]Finding, error) { return nil, nil }
+
+// windowPass runs once, after the slices, on what the store holds.
+type windowPass func(ctx context.Context, d *Dataset) ([]Finding, error)
+
+func (windowPass) slice(context.Context, *Dataset) ([]Finding, error) { return nil, nil }
+func (p windowPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
+	return p(ctx, d)
+}
+
+// runPass is Analyze for an analyzer with a pass: a dataset read whole is
+// its only slice.
+func runPass(ctx context.Context, p pass, d *Dataset) ([]Finding, error) {
+	fs, err := p.slice(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	more, err := p.finish(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return append(fs, more...), nil
+}
+
+// owns reports whether a finding dated t belongs to this slice: the first
+// and last slices also own what lies before and after the window, so each
+// finding is kept by exactly one slice.
+func (d *Dataset) owns(t time.Time) bool {
+	if d.own == nil {
+		return true
+	}
+	if d.own.From.After(d.Window.From) && t.Before(d.own.From) {
+		return false
+	}
+	if d.own.To.Before(d.Window.To) && !t.Before(d.own.To) {
+		return false
+	}
+	return true
+}
+
+// keep retains, on the window's Dataset, the requests a slice's findings
+// name, so steps after the slices find them without reading them again.
+func (d *Dataset) keep(fs []Finding) {
+	wd := d.parent
+	if wd == nil {
+		return
+	}
+	put := func(k string) {
+		if f := d.ByKey[k]; f != nil && wd.ByKey[k] == nil {
+			wd.remember(f)
+		}
+	}
+	for _, f := range fs {
+		if f.RequestKey != "" {
+			put(f.RequestKey)
+		}
+		for _, k := range f.ForeignRequestKeys {
+			put(k)
+		}
+	}
+}
+
+func (d *Dataset) remember(f *Fact) {
+	d.ByKey[f.Key] = f
+	if f.Room != 0 {
+		d.ByRoom[f.Room] = f
+	}
+}
+
+// ensureFacts makes sure the window's Dataset knows the requests of these
+// keys and rooms that this run saved (when it holds only some): it reads
+// their saved facts' lines back and links them again. A request the run
+// did not save (outside the window) stays unknown, as when the window is
+// read whole.
+func (d *Dataset) ensureFacts(ctx context.Context, keys []string, rooms []uint64) error {
+	if d.complete {
+		return nil
+	}
+	var wantK []string
+	for _, k := range keys {
+		if k != "" && d.ByKey[k] == nil {
+			wantK = append(wantK, k)
+		}
+	}
+	var wantR []uint64
+	for _, r := range rooms {
+		if r != 0 && d.ByRoom[r] == nil {
+			wantR = append(wantR, r)
+		}
+	}
+	if len(wantK) == 0 && len(wantR) == 0 {
+		return nil
+	}
+	slices.Sort(wantK)
+	wantK = slices.Compact(wantK)
+	slices.Sort(wantR)
+	wantR = slices.Compact(wantR)
+	refs, err := d.DB.RunFactRefs(ctx, d.factsVersion, d.Window.From, d.Window.To, wantK, wantR)
+	if err != nil {
+		return fmt.Errorf("requests named after the slices: %w", err)
+	}
+	return d.relink(ctx, refs)
+}
+
+// relink links saved facts again from their own lines and remembers them.
+func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	want := map[string]bool{}
+	var lines []uint64
+	lo, hi := refs[0].TS, refs[0].TS
+	for _, r := range refs {
+		if !d.Window.Contains(r.TS) {
+			continue
+		}
+		want[r.Key] = true
+		lines = append(lines, r.Lines...)
+		lo, hi = minTime(lo, r.TS), maxTime(hi, r.TS)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	slices.Sort(lines)
+	lines = slices.Compact(lines)
+	var (
+		gw     []*GatewayResponse
+		engine []*EngineEvent
+		xfer   []*TransferEvent
+	)
+	m := d.Cfg.LinkMargin
+	err := d.DB.EvidenceByLines(ctx, lo.Add(-m), hi.Add(m), lines, domain.EvidenceSink{
+		Gateway:  func(g *GatewayResponse) error { gw = append(gw, g); return nil },
+		Engine:   func(e *EngineEvent) error { engine = append(engine, e); return nil },
+		Transfer: func(t *TransferEvent) error { xfer = append(xfer, t); return nil },
+	})
+	if err != nil {
+		return fmt.Errorf("lines of saved requests: %w", err)
+	}
+	for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
+		if want[f.Key] && d.ByKey[f.Key] == nil {
+			d.remember(f)
+		}
+	}
+	return nil
+}
+
+// decodeNeighbours returns the requests this run saved that were decoded
+// on node in [from, to] with a tenant, in time order: from memory when the
+// window was read whole, else read back from request_facts.
+func (d *Dataset) decodeNeighbours(ctx context.Context, node string, from, to time.Time) ([]*Fact, error) {
+	if d.complete {
+		return d.Facts, nil
+	}
+	refs, err := d.DB.DecodeFactRefs(ctx, d.factsVersion, maxTime(from, d.Window.From), minTime(to, d.Window.To), node)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.relink(ctx, refs); err != nil {
+		return nil, err
+	}
+	var out []*Fact
+	for _, r := range refs {
+		if f := d.ByKey[r.Key]; f != nil {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

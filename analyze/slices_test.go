@@ -1,0 +1,127 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+func TestPlanSlices(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	w := Window{From: t0, To: t0.Add(10 * time.Minute)}
+	b := func(min int, n uint64) domain.Bucket {
+		return domain.Bucket{Start: t0.Add(time.Duration(min) * time.Minute), N: n}
+	}
+	for _, tc := range []struct {
+		name    string
+		buckets []domain.Bucket
+		max     int
+		want    []Window
+	}{
+		{"no data", nil, 10, []Window{w}},
+		{"fits", []domain.Bucket{b(0, 4), b(5, 6)}, 10, []Window{w}},
+		{"reading whole asked", []domain.Bucket{b(0, 40), b(5, 60)}, -1, []Window{w}},
+		{"cut before the bucket that overflows", []domain.Bucket{b(0, 4), b(1, 4), b(2, 4), b(7, 1)}, 10,
+			[]Window{{From: t0, To: t0.Add(2 * time.Minute)}, {From: t0.Add(2 * time.Minute), To: w.To}}},
+		{"a bucket over the limit is a slice of its own", []domain.Bucket{b(0, 2), b(3, 50), b(4, 2)}, 10,
+			[]Window{{From: t0, To: t0.Add(3 * time.Minute)}, {From: t0.Add(3 * time.Minute), To: t0.Add(4 * time.Minute)},
+				{From: t0.Add(4 * time.Minute), To: w.To}}},
+		{"first bucket over the limit starts at the window", []domain.Bucket{b(0, 50), b(1, 50)}, 10,
+			[]Window{{From: t0, To: t0.Add(time.Minute)}, {From: t0.Add(time.Minute), To: w.To}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := planSlices(tc.buckets, w, tc.max)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("planSlices = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSlicedAnalysisEqualsWhole analyzes the same incidents read whole and
+// read in many slices: every finding (ids, severities, confidences, texts,
+// evidence, foreign tenants) and every notification-list row must be the
+// same.
+func TestSlicedAnalysisEqualsWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sim   simulate.Config
+		pages bool
+	}{
+		{"incident-2026 with page events", simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.1, PageEvents: true}, true},
+		{"abort race", simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: 12_288}, false},
+		{"mixed", simulate.Config{Scenario: "mixed", Seed: 1, Scale: 0.25, PageEvents: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, _ := loaded(t, tc.sim)
+			cfg := DefaultConfig()
+			cfg.DeferredRelease = "off"
+			cfg.ignorePages = !tc.pages
+			run := func(sliceReq int, now time.Time) *Report {
+				c := cfg
+				c.SliceRequests = sliceReq
+				r := &Runner{DB: db, Cfg: c, Trigger: "test", Now: func() time.Time { return now }}
+				rep, err := r.Run(context.Background(), Window{}, nil)
+				if err != nil {
+					t.Fatalf("run (slices of %d): %v", sliceReq, err)
+				}
+				for _, x := range rep.Runs {
+					if x.Run.Status == StatusError {
+						t.Fatalf("%s: %s", x.Run.Analyzer, x.Run.Error)
+					}
+				}
+				return rep
+			}
+			whole := run(-1, testNow)
+			sliced := run(400, testNow.Add(time.Minute))
+			if whole.Slices != 1 || sliced.Slices < 5 {
+				t.Fatalf("slices: whole %d, sliced %d (want 1 and at least 5)", whole.Slices, sliced.Slices)
+			}
+			total := 0
+			for i := range whole.Runs {
+				a, b := whole.Runs[i], sliced.Runs[i]
+				total += len(a.Findings)
+				if len(a.Findings) != len(b.Findings) {
+					t.Errorf("%s: %d findings whole, %d sliced", a.Run.Analyzer, len(a.Findings), len(b.Findings))
+					continue
+				}
+				for j := range a.Findings {
+					fa, fb := a.Findings[j], b.Findings[j]
+					fa.RunID, fb.RunID = "", ""
+					if d := findingDiff(fa, fb); d != "" {
+						t.Errorf("%s finding %s: %s", a.Run.Analyzer, fa.ID, d)
+					}
+				}
+			}
+			if total == 0 {
+				t.Fatal("the incident gave no findings: nothing was compared")
+			}
+			if !reflect.DeepEqual(whole.Reconstruction.Rows, sliced.Reconstruction.Rows) {
+				t.Errorf("notification list differs:\nwhole  %+v\nsliced %+v", whole.Reconstruction.Rows, sliced.Reconstruction.Rows)
+			}
+			t.Logf("%d findings, %d list rows, %d slices", total, len(whole.Reconstruction.Rows), sliced.Slices)
+			for _, rep := range []*Report{whole, sliced} {
+				for _, p := range rep.Phases {
+					t.Logf("  %d slices: %s %s", rep.Slices, p.Name, p.Duration.Round(time.Millisecond))
+				}
+			}
+		})
+	}
+}
+
+// findingDiff names the first fields that differ.
+func findingDiff(a, b Finding) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	out := ""
+	for i := 0; i < va.NumField(); i++ {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out += fmt.Sprintf("%s: whole %v, sliced %v; ", va.Type().Field(i).Name, va.Field(i).Interface(), vb.Field(i).Interface())
+		}
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+package domain
+
+import (
+	"sort"
+	"time"
+)
+
+// Bucket is a count of requests in a time bucket starting at Start.
+type Bucket struct {
+	Start time.Time
+	N     uint64
+}
+
+// FactRef points back at a saved request fact: its key, room and time, and
+// the evidence lines it was linked from (enough to link it again).
+type FactRef struct {
+	Key     string
+	Room    uint64
+	TS      time.Time
+	Lines   []uint64
+	Version uint64
+}
+
+// SortFactRefs orders refs by time, then key (deterministic).
+func SortFactRefs(refs []FactRef) {
+	sort.Slice(refs, func(i, j int) bool {
+		if !refs[i].TS.Equal(refs[j].TS) {
+			return refs[i].TS.Before(refs[j].TS)
+		}
+		return refs[i].Key < refs[j].Key
+	})
+}
+
+// EvidenceSink receives evidence rows by kind.
+type EvidenceSink struct {
+	Gateway  func(*GatewayResponse) error
+	Engine   func(*EngineEvent) error
+	Transfer func(*TransferEvent) error
+}
+
+// SpeedPoint is what the impossible-speed fit reads of one request: the
+// prefill node that computed it and the gateway's numbers.
+type SpeedPoint struct {
+	Key          string
+	TS           time.Time
+	PrefillNode  string
+	Prompt       uint64 // the gateway's prompt tokens (the decode's when the gateway gave none)
+	DecodePrompt uint64
+	Cached       uint64
+	TTFTMs       float64
+	Status       uint16
+}

@@ -1,0 +1,216 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// The reads that let an analysis run slice by slice in bounded memory
+// (analyze/slices.go): how the window's requests are spread over time,
+// the endpoint votes the node map needs for the whole window, and the way
+// back from request_facts (which every slice writes as it goes) to the
+// requests a window-wide step needs again (victims, writers, the speed
+// fit's points), without holding the window in Go.
+
+const anRequestCountsSQL = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM gateway_responses
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+GROUP BY b ORDER BY b`
+
+// RequestCounts returns, in time order, the number of gateway responses in
+// each step-long bucket (since the epoch, whole seconds) of [from, to].
+func (s *Store) RequestCounts(ctx context.Context, from, to time.Time, step time.Duration) ([]domain.Bucket, error) {
+	sec := uint32(step / time.Second)
+	if sec == 0 {
+		return nil, fmt.Errorf("request counts: step %s is shorter than a second", step)
+	}
+	rows, err := s.Query(ctx, anRequestCountsSQL, sec, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return nil, fmt.Errorf("count requests: %w", err)
+	}
+	defer rows.Close()
+	var out []domain.Bucket
+	for rows.Next() {
+		var b uint32
+		var n uint64
+		if err := rows.Scan(&b, &n); err != nil {
+			return nil, fmt.Errorf("count requests: %w", err)
+		}
+		out = append(out, domain.Bucket{Start: time.Unix(int64(b)*int64(sec), 0).UTC(), N: n})
+	}
+	return out, rows.Err()
+}
+
+const anHostVotesSQL = `SELECT bootstrap_host, node, uniqExact(line_id) FROM engine_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND role = 'prefill' AND event = 'received' AND bootstrap_host != ''
+GROUP BY bootstrap_host, node`
+
+// PrefillHostVotes counts, per bootstrap_host a prefill engine's own
+// Receive lines name, the distinct lines of each node that logged it in
+// [from, to] (whole seconds): which node a prefill host is.
+func (s *Store) PrefillHostVotes(ctx context.Context, from, to time.Time) (map[string]map[string]int, error) {
+	rows, err := s.Query(ctx, anHostVotesSQL, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return nil, fmt.Errorf("prefill host votes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]int{}
+	for rows.Next() {
+		var host, node string
+		var n uint64
+		if err := rows.Scan(&host, &node, &n); err != nil {
+			return nil, fmt.Errorf("prefill host votes: %w", err)
+		}
+		if out[host] == nil {
+			out[host] = map[string]int{}
+		}
+		out[host][node] = int(n)
+	}
+	return out, rows.Err()
+}
+
+// The facts one run saved (version at least the run's: a later run may
+// have replaced a row since) in [from, to], found by key or by room. A key
+// can have rows of several versions until merged; the newest wins.
+const (
+	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key IN (SELECT arrayJoin(?))`
+	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(?))`
+	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
+)
+
+// RunFactRefs returns the saved facts of version >= version in [from, to]
+// whose key is in keys or whose room is in rooms: key, room, time and the
+// lines they were linked from (the way to rebuild them).
+func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error) {
+	acc := map[string]domain.FactRef{}
+	if len(keys) > 0 {
+		if err := s.factRefs(ctx, acc, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), keys); err != nil {
+			return nil, err
+		}
+	}
+	if len(rooms) > 0 {
+		if err := s.factRefs(ctx, acc, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), rooms); err != nil {
+			return nil, err
+		}
+	}
+	return sortedRefs(acc), nil
+}
+
+// DecodeFactRefs returns the saved facts (version >= version) in [from,
+// to] decoded on node, with a tenant.
+func (s *Store) DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error) {
+	acc := map[string]domain.FactRef{}
+	if err := s.factRefs(ctx, acc, anFactRefsOnDecodeSQL, version, UnixArg(from), UnixArg(to), node); err != nil {
+		return nil, err
+	}
+	return sortedRefs(acc), nil
+}
+
+func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, query string, args ...any) error {
+	rows, err := s.Query(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("read saved request facts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r domain.FactRef
+		var ns uint64
+		if err := rows.Scan(&r.Key, &r.Room, &ns, &r.Lines, &r.Version); err != nil {
+			return fmt.Errorf("scan saved request fact: %w", err)
+		}
+		r.TS = time.Unix(0, int64(ns)).UTC()
+		if old, ok := acc[r.Key]; !ok || r.Version > old.Version {
+			acc[r.Key] = r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read saved request facts: %w", err)
+	}
+	return nil
+}
+
+func sortedRefs(acc map[string]domain.FactRef) []domain.FactRef {
+	out := make([]domain.FactRef, 0, len(acc))
+	for _, r := range acc {
+		out = append(out, r)
+	}
+	domain.SortFactRefs(out)
+	return out
+}
+
+// The evidence rows with the given line ids, in [from, to] (whole seconds;
+// the time bound lets the server skip parts).
+const (
+	anEngineByLinesSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
+ completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
+FROM engine_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(?))
+ORDER BY ts_ns, line_id`
+	anTransferByLinesSQL = `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
+ reason, peer, nic, line_id
+FROM transfer_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(?))
+ORDER BY ts_ns, line_id`
+	anGatewayByLinesSQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
+ ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
+FROM gateway_responses
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(?))
+ORDER BY ts_ns, request_id`
+)
+
+// EvidenceByLines streams the gateway, engine and transfer rows whose line
+// id is in ids and whose time is in [from, to], each line once: the rows a
+// saved request fact was linked from.
+func (s *Store) EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	f, t := UnixArg(from), UnixArg(to)
+	if err := s.scanGateway(ctx, anGatewayByLinesSQL, []any{f, t, ids}, ev.Gateway); err != nil {
+		return err
+	}
+	if err := s.scanEngine(ctx, anEngineByLinesSQL, []any{f, t, ids}, ev.Engine); err != nil {
+		return err
+	}
+	return s.scanTransfer(ctx, anTransferByLinesSQL, []any{f, t, ids}, ev.Transfer)
+}
+
+// anSpeedPointsSQL: per request of a run (newest row of each key), what
+// the impossible-speed fit reads. The server groups, so memory in Go does
+// not grow with the window.
+const anSpeedPointsSQL = `SELECT request_key, argMax(prefill_node, version), argMax(prompt_tokens, version),
+ argMax(decode_prompt_tokens, version), argMax(cached_tokens, version), argMax(ttft_ms, version),
+ argMax(status, version), argMax(ts_ns, version)
+FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)
+GROUP BY request_key`
+
+// ScanSpeedPoints streams, for each request saved by a run of version >=
+// version in [from, to], its prefill node and the gateway's numbers.
+func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error {
+	rows, err := s.Query(ctx, anSpeedPointsSQL, version, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return fmt.Errorf("read speed points: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p domain.SpeedPoint
+		var ns uint64
+		if err := rows.Scan(&p.Key, &p.PrefillNode, &p.Prompt, &p.DecodePrompt, &p.Cached, &p.TTFTMs, &p.Status, &ns); err != nil {
+			return fmt.Errorf("scan speed point: %w", err)
+		}
+		p.TS = time.Unix(0, int64(ns)).UTC()
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read speed points: %w", err)
+	}
+	return nil
+}
