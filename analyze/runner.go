@@ -394,16 +394,23 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		}
 	}
 	rep.Phases = append(rep.Phases, Phase{"load+correlate", loadTook}, Phase{"save request_facts", saveTook})
+	return rep, r.conclude(ctx, wd, sel, passes, found, failed, took, started, rep)
+}
+
+// conclude finishes each analyzer's pass on the window's Dataset, records
+// its run and findings, and rebuilds the affected list.
+func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, passes []pass, found [][]Finding,
+	failed []error, took []time.Duration, started time.Time, rep *Report) error {
 	for i, a := range sel {
 		if failed[i] == nil {
-			t0 = time.Now()
+			t0 := time.Now()
 			fs, err := passes[i].finish(ctx, wd)
 			took[i] += time.Since(t0)
 			found[i], failed[i] = append(found[i], fs...), err
 		}
 		res := r.result(a, wd, started, found[i], failed[i], took[i])
 		if err := r.save(ctx, &res); err != nil {
-			return rep, err
+			return err
 		}
 		if !r.SkipReconstruct && !r.Live {
 			// The reconstruction's victims, known early, share the
@@ -418,15 +425,15 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		}
 	}
 	if !r.SkipReconstruct && !r.Live {
-		t0 = time.Now()
+		t0 := time.Now()
 		rec, err := r.Reconstruct(ctx, wd)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		rep.Reconstruction = rec
 		rep.Phases = append(rep.Phases, Phase{"reconstruct affected", time.Since(t0)})
 	}
-	return rep, nil
+	return nil
 }
 
 // plan cuts the window into the slices Run reads.

@@ -50,3 +50,17 @@ type SpeedPoint struct {
 	TTFTMs       float64
 	Status       uint16
 }
+
+// SliceResult is what one analyzer made of one slice of a worker's job:
+// its findings and the state it carries to the window's end (both JSON).
+type SliceResult struct {
+	Job      string
+	Slice    uint32
+	Worker   string
+	Analyzer string
+	Findings string
+	State    string
+	// Error is the analyzer's failure on the slice (its run is then an
+	// ERROR run).
+	Error string
+}

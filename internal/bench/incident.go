@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -100,6 +101,9 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		dir = tmp
 	}
 	phase := func(name string, f func() error) error {
+		// What an earlier phase freed goes back to the OS first, so a
+		// phase's peak is its own, not the heap the last one left.
+		debug.FreeOSMemory()
 		ResetPeakRSS()
 		t0 := time.Now()
 		err := f()

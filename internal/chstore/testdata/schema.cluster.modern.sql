@@ -760,3 +760,23 @@ INSERT INTO kvtrail.affected_keys (reconstruction_id, key, affected_role, tenant
 SELECT reconstruction_id, key, affected_role, tenant
 FROM kvtrail.affected
 ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
+
+-- 0011_analysis_slices.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.analysis_slices_local ON CLUSTER kvtrail_cluster
+(
+    job         String,
+    slice       UInt32,
+    worker      String,
+    analyzer    LowCardinality(String),
+    findings    String,
+    state       String,
+    error       String,
+    saved_at    DateTime
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/analysis_slices_local', '{replica}')
+PARTITION BY toYYYYMM(saved_at)
+ORDER BY (job, slice, worker, analyzer)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.analysis_slices ON CLUSTER kvtrail_cluster AS kvtrail.analysis_slices_local ENGINE = Distributed(kvtrail_cluster, kvtrail, analysis_slices_local, cityHash64(job));

@@ -1,0 +1,186 @@
+package analyze
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+// memClaims is an in-process Claims with leases by wall clock: the
+// analyze package's tests check how workers split and finish a job; the
+// ClickHouse-backed claims have their own tests (internal/workclaim) and
+// the binary's cluster test runs both together.
+type memClaims struct {
+	lease  time.Duration
+	holder map[string]string    // unit → worker
+	until  map[string]time.Time // unit → lease end
+	done   map[string]bool
+	worker string
+	// dieAfter, when set, makes this worker's Claim fail after it holds
+	// that many units (a crash with a slice claimed and not done).
+	dieAfter int
+	claimed  *int
+}
+
+func newMemClaims(lease time.Duration) *memClaims {
+	return &memClaims{lease: lease, holder: map[string]string{}, until: map[string]time.Time{}, done: map[string]bool{}}
+}
+
+// as is the view of one worker.
+func (c *memClaims) as(worker string, dieAfter int) *memClaims {
+	n := 0
+	return &memClaims{lease: c.lease, holder: c.holder, until: c.until, done: c.done, worker: worker,
+		dieAfter: dieAfter, claimed: &n}
+}
+
+var errDied = errors.New("worker died")
+
+type memLease struct {
+	c    *memClaims
+	unit string
+}
+
+var memMu sync.Mutex // one lock for all views (they share the maps)
+
+func (c *memClaims) Claim(_ context.Context, job, unit string) (Lease, error) {
+	memMu.Lock()
+	defer memMu.Unlock()
+	k := job + "/" + unit
+	if c.done[k] || (c.holder[k] != "" && time.Now().Before(c.until[k])) {
+		return nil, nil
+	}
+	if c.dieAfter > 0 && *c.claimed >= c.dieAfter {
+		return nil, errDied
+	}
+	*c.claimed++
+	c.holder[k], c.until[k] = c.worker, time.Now().Add(c.lease)
+	if c.dieAfter > 0 && *c.claimed == c.dieAfter {
+		return memLease{c, k}, errDied // claimed, then died before working on it
+	}
+	return memLease{c, k}, nil
+}
+
+func (c *memClaims) Remaining(_ context.Context, job string, units []string) ([]string, error) {
+	memMu.Lock()
+	defer memMu.Unlock()
+	var out []string
+	for _, u := range units {
+		if !c.done[job+"/"+u] {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+func (l memLease) Renew(context.Context) error {
+	memMu.Lock()
+	defer memMu.Unlock()
+	l.c.until[l.unit] = time.Now().Add(l.c.lease)
+	return nil
+}
+
+func (l memLease) Done(context.Context) error {
+	memMu.Lock()
+	defer memMu.Unlock()
+	l.c.done[l.unit] = true
+	return nil
+}
+
+// TestWorkersEqualSingleRun: two workers share a job, one of them dies
+// holding a slice; the other takes it over after the lease and finishes.
+// Every finding and the notification list equal a single process's
+// analysis of the same window in slices.
+func TestWorkersEqualSingleRun(t *testing.T) {
+	db, _ := loaded(t, simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: 12_288})
+	cfg := DefaultConfig()
+	cfg.DeferredRelease = "off"
+	cfg.SliceRequests = 400
+	ctx := context.Background()
+	single, err := (&Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow }}).Run(ctx, Window{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := newMemClaims(2 * time.Second)
+	job := NewJobID(testNow.Add(time.Minute))
+	var (
+		wg   sync.WaitGroup
+		reps = make([]*WorkerReport, 2)
+		errs = make([]error, 2)
+	)
+	for i, name := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			die := 0
+			if name == "a" {
+				die = 3
+			}
+			r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow.Add(time.Minute) }}
+			reps[i], errs[i] = r.RunWorker(ctx, Window{}, nil, Job{ID: job, Worker: name, Lease: 2 * time.Second, Poll: 200 * time.Millisecond},
+				claims.as(name, die), db)
+		}()
+	}
+	wg.Wait()
+	if !errors.Is(errs[0], errDied) {
+		t.Fatalf("worker a: %v, want it to die", errs[0])
+	}
+	if errs[1] != nil {
+		t.Fatalf("worker b: %v", errs[1])
+	}
+	fin := reps[1].Report
+	if fin == nil {
+		t.Fatal("worker b did not finish the job")
+	}
+	if reps[1].Done < 1 || reps[0].Done < 1 {
+		t.Logf("slices done: a %d, b %d of %d", reps[0].Done, reps[1].Done, reps[1].Slices)
+	}
+	total := 0
+	for i := range single.Runs {
+		a, b := single.Runs[i], fin.Runs[i]
+		total += len(a.Findings)
+		if a.Run.Status != b.Run.Status || len(a.Findings) != len(b.Findings) {
+			t.Errorf("%s: %s with %d findings single, %s with %d by workers (%s)", a.Run.Analyzer, a.Run.Status, len(a.Findings),
+				b.Run.Status, len(b.Findings), b.Run.Error)
+			continue
+		}
+		for j := range a.Findings {
+			fa, fb := a.Findings[j], b.Findings[j]
+			fa.RunID, fb.RunID = "", ""
+			normalize(&fa)
+			normalize(&fb)
+			if d := findingDiff(fa, fb); d != "" {
+				t.Errorf("%s finding %s: %s", a.Run.Analyzer, fa.ID, d)
+			}
+		}
+	}
+	if total == 0 {
+		t.Fatal("no findings compared")
+	}
+	if !reflect.DeepEqual(single.Reconstruction.Rows, fin.Reconstruction.Rows) {
+		t.Errorf("notification list differs:\nsingle  %+v\nworkers %+v", single.Reconstruction.Rows, fin.Reconstruction.Rows)
+	}
+	t.Logf("%d findings, %d list rows, %d slices: a did %d before dying, b %d", total, len(fin.Reconstruction.Rows),
+		reps[1].Slices, reps[0].Done, reps[1].Done)
+}
+
+// normalize makes empty and nil lists alike (a JSON round trip does not
+// keep the difference, and neither does a stored row).
+func normalize(f *Finding) {
+	if len(f.RIDs) == 0 {
+		f.RIDs = nil
+	}
+	if len(f.ForeignTenants) == 0 {
+		f.ForeignTenants = nil
+	}
+	if len(f.ForeignRequestKeys) == 0 {
+		f.ForeignRequestKeys = nil
+	}
+	if len(f.Evidence) == 0 {
+		f.Evidence = nil
+	}
+}
