@@ -199,40 +199,82 @@ func (d *Dataset) ensureFacts(ctx context.Context, keys []string, rooms []uint64
 	return d.relink(ctx, refs)
 }
 
+// relinkChunk is how many lines one evidence read asks for; refs are in
+// time order, so each read covers a short span of the tables.
+const relinkChunk = 8_000
+
 // relink links saved facts again from their own lines and remembers them.
 func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
-	if len(refs) == 0 {
+	want := map[string]bool{}
+	var (
+		gw     []*GatewayResponse
+		engine []*EngineEvent
+		xfer   []*TransferEvent
+		seen   = map[uint64]bool{} // a line read twice (in two chunks, or not merged yet) counts once
+	)
+	keep := func(line uint64) bool {
+		if seen[line] {
+			return false
+		}
+		seen[line] = true
+		return true
+	}
+	sink := domain.EvidenceSink{
+		Gateway: func(g *GatewayResponse) error {
+			if keep(g.Line) {
+				gw = append(gw, g)
+			}
+			return nil
+		},
+		Engine: func(e *EngineEvent) error {
+			if keep(e.Line) {
+				engine = append(engine, e)
+			}
+			return nil
+		},
+		Transfer: func(t *TransferEvent) error {
+			if keep(t.Line) {
+				xfer = append(xfer, t)
+			}
+			return nil
+		},
+	}
+	m := d.Cfg.LinkMargin
+	var lines []uint64
+	var lo, hi time.Time
+	read := func() error {
+		if len(lines) == 0 {
+			return nil
+		}
+		slices.Sort(lines)
+		err := d.DB.EvidenceByLines(ctx, lo.Add(-m), hi.Add(m), slices.Compact(lines), sink)
+		lines = lines[:0]
+		if err != nil {
+			return fmt.Errorf("lines of saved requests: %w", err)
+		}
 		return nil
 	}
-	want := map[string]bool{}
-	var lines []uint64
-	lo, hi := refs[0].TS, refs[0].TS
 	for _, r := range refs {
 		if !d.Window.Contains(r.TS) {
 			continue
 		}
 		want[r.Key] = true
+		if len(lines) == 0 {
+			lo = r.TS
+		}
 		lines = append(lines, r.Lines...)
-		lo, hi = minTime(lo, r.TS), maxTime(hi, r.TS)
+		hi = r.TS
+		if len(lines) >= relinkChunk {
+			if err := read(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := read(); err != nil {
+		return err
 	}
 	if len(want) == 0 {
 		return nil
-	}
-	slices.Sort(lines)
-	lines = slices.Compact(lines)
-	var (
-		gw     []*GatewayResponse
-		engine []*EngineEvent
-		xfer   []*TransferEvent
-	)
-	m := d.Cfg.LinkMargin
-	err := d.DB.EvidenceByLines(ctx, lo.Add(-m), hi.Add(m), lines, domain.EvidenceSink{
-		Gateway:  func(g *GatewayResponse) error { gw = append(gw, g); return nil },
-		Engine:   func(e *EngineEvent) error { engine = append(engine, e); return nil },
-		Transfer: func(t *TransferEvent) error { xfer = append(xfer, t); return nil },
-	})
-	if err != nil {
-		return fmt.Errorf("lines of saved requests: %w", err)
 	}
 	for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
 		if want[f.Key] && d.ByKey[f.Key] == nil {

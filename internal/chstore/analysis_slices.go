@@ -83,18 +83,25 @@ WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
 )
 
+// anListChunk bounds the values bound into one statement: a server reads
+// at most max_query_size (256 KiB by default) of query text, and a
+// 20-digit id with its separator is 22 bytes.
+const anListChunk = 8_000
+
 // RunFactRefs returns the saved facts of version >= version in [from, to]
 // whose key is in keys or whose room is in rooms: key, room, time and the
 // lines they were linked from (the way to rebuild them).
 func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error) {
 	acc := map[string]domain.FactRef{}
-	if len(keys) > 0 {
-		if err := s.factRefs(ctx, acc, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), keys); err != nil {
+	for start := 0; start < len(keys); start += anListChunk {
+		chunk := keys[start:min(start+anListChunk, len(keys))]
+		if err := s.factRefs(ctx, acc, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
-	if len(rooms) > 0 {
-		if err := s.factRefs(ctx, acc, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), rooms); err != nil {
+	for start := 0; start < len(rooms); start += anListChunk {
+		chunk := rooms[start:min(start+anListChunk, len(rooms))]
+		if err := s.factRefs(ctx, acc, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
@@ -164,20 +171,25 @@ ORDER BY ts_ns, request_id`
 )
 
 // EvidenceByLines streams the gateway, engine and transfer rows whose line
-// id is in ids and whose time is in [from, to], each line once: the rows a
-// saved request fact was linked from.
+// id is in ids and whose time is in [from, to]: the rows a saved request
+// fact was linked from. Each chunk of ids is its own read, so a line
+// stored twice (not merged yet) may come twice across chunks; callers
+// link by room and line, which a repeat does not change.
 func (s *Store) EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error {
-	if len(ids) == 0 {
-		return nil
-	}
 	f, t := UnixArg(from), UnixArg(to)
-	if err := s.scanGateway(ctx, anGatewayByLinesSQL, []any{f, t, ids}, ev.Gateway); err != nil {
-		return err
+	for start := 0; start < len(ids); start += anListChunk {
+		chunk := ids[start:min(start+anListChunk, len(ids))]
+		if err := s.scanGateway(ctx, anGatewayByLinesSQL, []any{f, t, chunk}, ev.Gateway); err != nil {
+			return err
+		}
+		if err := s.scanEngine(ctx, anEngineByLinesSQL, []any{f, t, chunk}, ev.Engine); err != nil {
+			return err
+		}
+		if err := s.scanTransfer(ctx, anTransferByLinesSQL, []any{f, t, chunk}, ev.Transfer); err != nil {
+			return err
+		}
 	}
-	if err := s.scanEngine(ctx, anEngineByLinesSQL, []any{f, t, ids}, ev.Engine); err != nil {
-		return err
-	}
-	return s.scanTransfer(ctx, anTransferByLinesSQL, []any{f, t, ids}, ev.Transfer)
+	return nil
 }
 
 // anSpeedPointsSQL: per request of a run (newest row of each key), what

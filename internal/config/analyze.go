@@ -29,6 +29,10 @@ type Analyze struct {
 	DeferredRelease string `mapstructure:"deferred_release" yaml:"deferred_release"`
 	// GapThreshold: a node silent this long while others log is a gap.
 	GapThreshold time.Duration `mapstructure:"gap_threshold" yaml:"gap_threshold"`
+	// SliceRequests: a window with more gateway responses is analyzed in
+	// slices of about this many (memory stays bounded); -1 reads any
+	// window whole.
+	SliceRequests int `mapstructure:"slice_requests" yaml:"slice_requests"`
 }
 
 func defaultAnalyze() Analyze {
@@ -42,6 +46,7 @@ func defaultAnalyze() Analyze {
 		AbortReuseWindow:       time.Minute,
 		DeferredRelease:        "unknown",
 		GapThreshold:           10 * time.Minute,
+		SliceRequests:          100_000,
 	}
 }
 
@@ -73,6 +78,9 @@ func (c Analyze) validate() []error {
 	}
 	if c.GapThreshold < 0 {
 		errs = append(errs, fmt.Errorf("analyze.gap_threshold: must not be negative (0 turns gap detection off), got %s", c.GapThreshold))
+	}
+	if c.SliceRequests == 0 || c.SliceRequests < -1 {
+		errs = append(errs, fmt.Errorf("analyze.slice_requests: must be positive, or -1 to read every window whole, got %d", c.SliceRequests))
 	}
 	return errs
 }
