@@ -44,6 +44,34 @@ func loadTransfer(ctx context.Context, db Evidence, from, to time.Time) ([]*Tran
 	return out, err
 }
 
+// loadLinked reads a slice's engine and transfer lines: every line of the
+// core span (the requests it links), and in the margins [lo, core) and
+// (core, hi] only the lines that can link to a request of the core (the
+// store's semi-join), so a slice's memory follows its requests, not how
+// dense the traffic around it is. The lines come in time order, as a
+// whole read gives them.
+func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, hi time.Time) error {
+	cf, ct := core.From.Truncate(time.Second), core.To.Truncate(time.Second)
+	addE := func(e *EngineEvent) error { d.Engine = append(d.Engine, e); return nil }
+	addT := func(t *TransferEvent) error { d.Transfer = append(d.Transfer, t); return nil }
+	if err := db.ScanLinkedEngineEvents(ctx, lo, cf.Add(-time.Second), core.From, core.To, addE); err != nil {
+		return err
+	}
+	if err := db.ScanEngineEvents(ctx, cf, ct, addE); err != nil {
+		return err
+	}
+	if err := db.ScanLinkedEngineEvents(ctx, ct.Add(time.Second), hi, core.From, core.To, addE); err != nil {
+		return err
+	}
+	if err := db.ScanLinkedTransferEvents(ctx, lo, cf.Add(-time.Second), core.From, core.To, addT); err != nil {
+		return err
+	}
+	if err := db.ScanTransferEvents(ctx, cf, ct, addT); err != nil {
+		return err
+	}
+	return db.ScanLinkedTransferEvents(ctx, ct.Add(time.Second), hi, core.From, core.To, addT)
+}
+
 // loadGateway reads the gateway responses of w.
 func loadGateway(ctx context.Context, db Evidence, w Window) ([]*GatewayResponse, error) {
 	var out []*GatewayResponse

@@ -53,7 +53,12 @@ func simulated(t *testing.T, cfg simulate.Config) (string, *simulate.Truth) {
 		// Each scenario is used by one top-level test (its subtests share
 		// it), so that test's end is when the files can go.
 		dir := c.dir
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		t.Cleanup(func() {
+			_ = os.RemoveAll(dir)
+			simMu.Lock()
+			delete(sims, key) // a later test simulates it again
+			simMu.Unlock()
+		})
 		cfg.OutDir = c.dir
 		if _, c.err = simulate.Run(context.Background(), cfg); c.err != nil {
 			return

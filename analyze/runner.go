@@ -302,10 +302,14 @@ func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole b
 		return nil, err
 	}
 	lo, hi := link.From.Add(-cfg.LinkMargin), link.To.Add(cfg.LinkMargin)
-	if d.Engine, err = loadEngine(ctx, r.DB, lo, hi); err != nil {
-		return nil, err
-	}
-	if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
+	if whole {
+		if d.Engine, err = loadEngine(ctx, r.DB, lo, hi); err != nil {
+			return nil, err
+		}
+		if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
+			return nil, err
+		}
+	} else if err := loadLinked(ctx, r.DB, d, link, lo, hi); err != nil {
 		return nil, err
 	}
 	facts := correlate(link, d.Boots, d.nodes, gw, d.Engine, d.Transfer)
