@@ -173,6 +173,27 @@ func pyBody(v string) (body string, open byte, name string) {
 	return v[i+1 : end], open, name
 }
 
+// pyOpen is pyBody without the search for the closing bracket: it returns
+// everything after the opening bracket. pyKwargs and pyDict stop at the
+// first unmatched closer, which is where pyBody's body ends, so iterating
+// pyOpen's rest gives the pairs of pyBody's body (pyKwargs may add a last
+// pair ("", "") at the closer) while scanning the value once instead of
+// twice. FuzzPythonRepr holds the two to the same pairs.
+func pyOpen(v string) (rest string, open byte) {
+	i := 0
+	for i < len(v) && isIdent(v[i]) {
+		i++
+	}
+	if i >= len(v) {
+		return "", 0
+	}
+	switch open = v[i]; open {
+	case '(', '[', '{':
+		return v[i+1:], open
+	}
+	return "", 0
+}
+
 // pyString decodes a Python string literal, including adjacent literals
 // and the truncation form 'head' ... 'tail' (joined with "..."). The
 // second result is false if v is not a string.

@@ -34,7 +34,7 @@ func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
 			reqObjRepr(e, v)
 		case "out":
 			out := pyFirst(v)
-			body, open, _ := pyBody(out)
+			body, open := pyOpen(out)
 			if open != '{' {
 				return true
 			}
@@ -59,7 +59,7 @@ func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
 // reqObjRepr reads the request object: a dataclass repr
 // (GenerateReqInput(…)) or, for OpenAI requests, possibly a dict.
 func reqObjRepr(e *EngineEvent, v string) {
-	body, open, _ := pyBody(v)
+	body, open := pyOpen(v)
 	set := func(k, val string) bool {
 		switch k {
 		case "rid":
@@ -87,7 +87,7 @@ func reqObjRepr(e *EngineEvent, v string) {
 
 // metaInfoRepr reads out['meta_info'] (§d; finish_reason per §c7).
 func metaInfoRepr(e *EngineEvent, v string) {
-	body, open, _ := pyBody(v)
+	body, open := pyOpen(v)
 	if open != '{' {
 		return
 	}
@@ -108,7 +108,7 @@ func metaInfoRepr(e *EngineEvent, v string) {
 				e.E2ELatencyMs = f * 1000
 			}
 		case "finish_reason":
-			fb, fo, _ := pyBody(val)
+			fb, fo := pyOpen(val)
 			if fo != '{' {
 				return true
 			}
