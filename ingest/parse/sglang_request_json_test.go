@@ -196,6 +196,7 @@ func checkJSONScan(t *testing.T, x string) {
 		if json.Unmarshal([]byte(lit), &want) != nil {
 			continue
 		}
+		lit = strings.Trim(lit, " \t\r\n") // JSON white space around the value
 		s := jsonScan{s: lit}
 		raw, plain, ok := s.strSpan()
 		if !ok || s.i != len(lit) {
