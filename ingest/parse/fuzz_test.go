@@ -106,6 +106,18 @@ func FuzzPythonRepr(f *testing.F) {
 			f.Add(l[i+4:])
 		}
 	}
+	for _, name := range []string{"corpus/sglang-15759.log", "corpus/sglang-19027.log", "corpus/sglang-4045.log"} {
+		for _, l := range fixtureLines(f, name) {
+			if i := strings.Index(l, "obj="); i >= 0 {
+				f.Add(l[i+4:])
+			}
+			if i := strings.Index(l, "out="); i >= 0 {
+				f.Add(l[i+4:])
+			}
+		}
+	}
+	f.Add(`X(a=1 > 0, b=<E.Y: 2>), c={'k': (1, ')')}, d=3`)
+	f.Add(`{'meta_info': {'finish_reason': {'type': 'abort'}, 'id': 'x'},}, tail`)
 	f.Add(`ServerArgs(a='x\'', b=[1, (2, {3: '4'})], c=<E.X: 1>, d='h' ... 't')`)
 	f.Add(`{'a': "\x41\u00e9\U0001F600\\", 'b': b'x'}`)
 	f.Fuzz(func(t *testing.T, s string) {
@@ -124,6 +136,7 @@ func FuzzPythonRepr(f *testing.F) {
 		})
 		body, _, _ := pyBody(s)
 		pyDict(body, func(k, v string) bool { pyText(k); pyText(v); return true })
+		samePairs(t, s)
 		pyString(s)
 		e := &EngineEvent{}
 		reqObjRepr(e, s)
@@ -158,4 +171,35 @@ func FuzzPrometheus(f *testing.F) {
 			}
 		}
 	})
+}
+
+// samePairs holds pyOpen to pyBody: iterating the rest after the opening
+// bracket gives the pairs of the body (pyKwargs may add a last ("", "")
+// at the closer, which no caller reads).
+func samePairs(t *testing.T, v string) {
+	t.Helper()
+	body, open, _ := pyBody(v)
+	rest, open2 := pyOpen(v)
+	if open != open2 {
+		t.Fatalf("pyOpen bracket %q, pyBody %q", open2, open)
+	}
+	pairs := func(s string, dict bool) []string {
+		var out []string
+		fn := func(k, v string) bool { out = append(out, k, v); return true }
+		if dict {
+			pyDict(s, fn)
+		} else {
+			pyKwargs(s, fn)
+		}
+		return out
+	}
+	for _, dict := range []bool{false, true} {
+		want, got := pairs(body, dict), pairs(rest, dict)
+		if !dict && len(got) == len(want)+2 && got[len(got)-2] == "" && got[len(got)-1] == "" {
+			got = got[:len(want)]
+		}
+		if strings.Join(want, "\x00") != strings.Join(got, "\x00") || len(want) != len(got) {
+			t.Fatalf("dict=%v: pairs of pyOpen %q, of pyBody %q", dict, got, want)
+		}
+	}
 }

@@ -20,6 +20,14 @@ import (
 // stops at bracket depth 0 outside strings, or the index of an unmatched
 // closing bracket, or len(s).
 func pyScan(s string, i int, stops string) int {
+	end, _ := pyScanClamp(s, i, stops)
+	return end
+}
+
+// pyScanClamp is pyScan that also reports whether it passed a '>' at depth
+// 0 (which pyScan ignores, but a scan that started outside an enclosing
+// bracket would have counted as its close).
+func pyScanClamp(s string, i int, stops string) (end int, clamped bool) {
 	depth := 0
 	for i < len(s) {
 		c := s[i]
@@ -41,21 +49,23 @@ func pyScan(s string, i int, stops string) int {
 			}
 		case ')', ']', '}':
 			if depth == 0 {
-				return i
+				return i, clamped
 			}
 			depth--
 		case '>':
 			if depth > 0 {
 				depth--
+			} else {
+				clamped = true
 			}
 		default: // ',' or ':'
 			if depth == 0 && strings.IndexByte(stops, c) >= 0 {
-				return i
+				return i, clamped
 			}
 		}
 		i++
 	}
-	return len(s)
+	return len(s), clamped
 }
 
 // pySpecial marks the bytes pyScan must look at; stops are limited to ','
@@ -96,14 +106,20 @@ func isIdent(c byte) bool { return isIdentStart(c) || (c >= '0' && c <= '9') || 
 // pyKwargs iterates the pairs of a call body or top-level sequence
 // "k1=v1, k2=v2, ...": s is the text between the parentheses. A positional
 // item gets key "". fn returns false to stop.
-func pyKwargs(s string, fn func(key, val string) bool) {
+func pyKwargs(s string, fn func(key, val string) bool) { pyKwargsStop(s, fn) }
+
+// pyKwargsStop is pyKwargs that reports where it stopped: the index of the
+// unmatched closer that ends the body, len(s) if it ran to the end, -1 if
+// fn stopped it; and whether a scan of a value passed a '>' at depth 0
+// (pyScanClamp).
+func pyKwargsStop(s string, fn func(key, val string) bool) (stop int, clamped bool) {
 	i := 0
 	for i < len(s) {
 		for i < len(s) && (s[i] == ' ' || s[i] == ',') {
 			i++
 		}
 		if i >= len(s) {
-			return
+			return len(s), clamped
 		}
 		j := i
 		for j < len(s) && isIdent(s[j]) {
@@ -114,15 +130,17 @@ func pyKwargs(s string, fn func(key, val string) bool) {
 			key = s[i:j]
 			i = j + 1
 		}
-		end := pyScan(s, i, ",")
+		end, cl := pyScanClamp(s, i, ",")
+		clamped = clamped || cl
 		if !fn(key, strings.TrimSpace(s[i:end])) {
-			return
+			return -1, clamped
 		}
 		if end >= len(s) || s[end] != ',' {
-			return // unmatched closer: end of the body
+			return end, clamped // unmatched closer: end of the body
 		}
 		i = end + 1
 	}
+	return len(s), clamped
 }
 
 // pyDict iterates the items of a dict literal body (between the braces).
@@ -171,6 +189,27 @@ func pyBody(v string) (body string, open byte, name string) {
 	}
 	end := pyScan(v, i+1, "")
 	return v[i+1 : end], open, name
+}
+
+// pyOpen is pyBody without the search for the closing bracket: it returns
+// everything after the opening bracket. pyKwargs and pyDict stop at the
+// first unmatched closer, which is where pyBody's body ends, so iterating
+// pyOpen's rest gives the pairs of pyBody's body (pyKwargs may add a last
+// pair ("", "") at the closer) while scanning the value once instead of
+// twice. FuzzPythonRepr holds the two to the same pairs.
+func pyOpen(v string) (rest string, open byte) {
+	i := 0
+	for i < len(v) && isIdent(v[i]) {
+		i++
+	}
+	if i >= len(v) {
+		return "", 0
+	}
+	switch open = v[i]; open {
+	case '(', '[', '{':
+		return v[i+1:], open
+	}
+	return "", 0
 }
 
 // pyString decodes a Python string literal, including adjacent literals

@@ -125,6 +125,9 @@ func (p *SGLangParser) message(msg string, ranks Ranks) Parsed {
 		return parseRequestText(&p.arena, msg, ranks)
 	case strings.HasPrefix(msg, "{") || strings.HasPrefix(msg, "["):
 		if strings.Contains(msg, `"event": "request.`) || strings.Contains(msg, `"event":"request.`) {
+			if out, ok := parseRequestJSONFast(&p.arena, msg, ranks, p.opts); ok {
+				return out
+			}
 			return parseRequestJSON(msg, ranks, p.opts)
 		}
 		if strings.Contains(msg, `"meta_info"`) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -15,6 +16,12 @@ import (
 //
 // The payload is a Python repr; level 2 truncates strings to 'head' ... 'tail'.
 func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
+	return parseRequestTextScan(a, msg, ranks, true)
+}
+
+// parseRequestTextScan is parseRequestText; oneScan false turns off the
+// single scan of obj (reqObjFirst), which the tests compare with.
+func parseRequestTextScan(a *arena, msg string, ranks Ranks, oneScan bool) Parsed {
 	e := a.event()
 	e.Ranks = ranks
 	var rest string
@@ -27,14 +34,14 @@ func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
 		e.Event, rest = "finished", strings.TrimPrefix(msg, "Finish: ")
 	}
 	var sawObj bool
-	pyKwargs(rest, func(k, v string) bool {
+	pairs := func(k, v string) bool {
 		switch k {
 		case "obj":
 			sawObj = true
 			reqObjRepr(e, v)
 		case "out":
 			out := pyFirst(v)
-			body, open, _ := pyBody(out)
+			body, open := pyOpen(out)
 			if open != '{' {
 				return true
 			}
@@ -47,7 +54,15 @@ func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
 			})
 		}
 		return true
-	})
+	}
+	if end, ok := reqObjFirst(e, rest, oneScan); ok {
+		sawObj = true
+		if end < len(rest) && rest[end] == ',' {
+			pyKwargs(rest[end:], pairs) // the pairs after obj, as pyKwargs(rest) goes on
+		}
+	} else {
+		pyKwargs(rest, pairs)
+	}
 	out := Parsed{Status: StatusParsed, Kind: KindEngine, Event: e.Event, Engine: e,
 		RID: e.RID, BootstrapRoom: e.BootstrapRoom}
 	if !sawObj {
@@ -59,35 +74,75 @@ func parseRequestText(a *arena, msg string, ranks Ranks) Parsed {
 // reqObjRepr reads the request object: a dataclass repr
 // (GenerateReqInput(…)) or, for OpenAI requests, possibly a dict.
 func reqObjRepr(e *EngineEvent, v string) {
-	body, open, _ := pyBody(v)
-	set := func(k, val string) bool {
-		switch k {
-		case "rid":
-			if s, ok := pyString(pyFirst(val)); ok && e.RID == "" {
-				e.RID = s
-			}
-		case "bootstrap_host":
-			e.BootstrapHost, _ = pyString(pyFirst(val))
-		case "bootstrap_port":
-			if n, ok := pyUint(pyFirst(val)); ok && n <= 0xffffffff {
-				e.BootstrapPort = uint32(n)
-			}
-		case "bootstrap_room":
-			e.BootstrapRoom, _ = pyUint(pyFirst(val))
-		}
-		return true
-	}
+	body, open := pyOpen(v)
 	switch open {
 	case '(':
-		pyKwargs(body, set)
+		pyKwargs(body, func(k, val string) bool { return reqObjField(e, k, val) })
 	case '{':
-		pyDict(body, func(k, val string) bool { return set(pyText(k), val) })
+		pyDict(body, func(k, val string) bool { return reqObjField(e, pyText(k), val) })
 	}
+}
+
+func reqObjField(e *EngineEvent, k, val string) bool {
+	switch k {
+	case "rid":
+		if s, ok := pyString(pyFirst(val)); ok && e.RID == "" {
+			e.RID = s
+		}
+	case "bootstrap_host":
+		e.BootstrapHost, _ = pyString(pyFirst(val))
+	case "bootstrap_port":
+		if n, ok := pyUint(pyFirst(val)); ok && n <= 0xffffffff {
+			e.BootstrapPort = uint32(n)
+		}
+	case "bootstrap_room":
+		e.BootstrapRoom, _ = pyUint(pyFirst(val))
+	}
+	return true
+}
+
+// reqObjFirst reads the first pair of rest when it is obj=Name(…), in one
+// scan of the value. pyKwargs(rest) scans the value once to find where it
+// ends and reqObjRepr scans it again for its pairs; here the pairs are
+// read first, and the scan for the value's end resumes after the closer
+// they stop at. It returns that end (where pyKwargs(rest) goes on), or
+// ok false, e untouched, where the two could differ: no such first pair,
+// or a '>' at the top level of the body (pyScan counts it as a close from
+// outside the brackets, not inside). A value cut before its closer (a
+// truncated line) runs to the end of rest either way; the pairs differ at
+// most by trailing white space, which the last value loses to TrimSpace
+// in both and which gives no key.
+func reqObjFirst(e *EngineEvent, rest string, enabled bool) (end int, ok bool) {
+	if !enabled || !strings.HasPrefix(rest, "obj=") {
+		return 0, false
+	}
+	i := len("obj=")
+	for i < len(rest) && asciiSpace(rest[i]) {
+		i++ // strings.TrimSpace of the value; Unicode spaces are not taken
+	}
+	if i >= len(rest) || rest[i] >= utf8.RuneSelf || rest[i] == '=' {
+		return 0, false
+	}
+	body, open := pyOpen(rest[i:])
+	if open != '(' {
+		return 0, false
+	}
+	tmp := *e
+	stop, clamped := pyKwargsStop(body, func(k, val string) bool { return reqObjField(&tmp, k, val) })
+	if clamped || stop < 0 {
+		return 0, false
+	}
+	*e = tmp
+	if stop >= len(body) {
+		return len(rest), true
+	}
+	closer := len(rest) - len(body) + stop
+	return pyScan(rest, closer+1, ","), true
 }
 
 // metaInfoRepr reads out['meta_info'] (§d; finish_reason per §c7).
 func metaInfoRepr(e *EngineEvent, v string) {
-	body, open, _ := pyBody(v)
+	body, open := pyOpen(v)
 	if open != '{' {
 		return
 	}
@@ -108,7 +163,7 @@ func metaInfoRepr(e *EngineEvent, v string) {
 				e.E2ELatencyMs = f * 1000
 			}
 		case "finish_reason":
-			fb, fo, _ := pyBody(val)
+			fb, fo := pyOpen(val)
 			if fo != '{' {
 				return true
 			}

@@ -113,28 +113,9 @@ func rawString(raw json.RawMessage) string {
 // rawUint decodes a JSON integer (or a string holding one, or the first
 // element of a list) without going through float64: bootstrap rooms use
 // all 63 bits (§e).
-func rawUint(raw json.RawMessage) (uint64, bool) {
-	s := rawString(raw)
-	if s == "" {
-		return 0, false
-	}
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return n, true
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 && f < 1<<64 {
-		return uint64(f), true
-	}
-	return 0, false
-}
+func rawUint(raw json.RawMessage) (uint64, bool) { return uintText(rawString(raw)) }
 
-func rawFloat(raw json.RawMessage) (float64, bool) {
-	s := rawString(raw)
-	if s == "" {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil
-}
+func rawFloat(raw json.RawMessage) (float64, bool) { return floatText(rawString(raw)) }
 
 // parseISO parses the timestamps of JSON logs: RFC 3339 with or without a
 // zone, 'T' or ' ' separator. Zone-less times are in loc.
