@@ -226,3 +226,54 @@ func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to ti
 	}
 	return nil
 }
+
+// The margins of a slice's read (the lines LinkMargin before and after
+// the requests it links) hold, at incident density, far more lines of
+// other requests than of its own: only the lines that can link to a
+// request of the core span are read there — those whose room or rid a
+// gateway response or an engine line of the core names (a transfer line
+// also by the room it collided with). The server evaluates the sets, so
+// memory in Go follows the slice's requests, not the traffic's density.
+const (
+	anCoreSets = `(bootstrap_room != 0 AND (bootstrap_room GLOBAL IN (SELECT bootstrap_room FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?))
+   OR bootstrap_room GLOBAL IN (SELECT bootstrap_room FROM engine_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?))))
+ OR (rid != '' AND (rid GLOBAL IN (SELECT prefill_rid FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?))
+   OR rid GLOBAL IN (SELECT decode_rid FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?))
+   OR rid GLOBAL IN (SELECT rid FROM engine_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?))))`
+	anEngineMarginSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
+ completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
+FROM engine_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access' AND (` + anCoreSets + `)
+ORDER BY ts_ns, line_id`
+	anTransferMarginSQL = `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
+ reason, peer, nic, line_id
+FROM transfer_events
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND (` + anCoreSets + `
+ OR (other_room != 0 AND other_room GLOBAL IN (SELECT bootstrap_room FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?))))
+ORDER BY ts_ns, line_id`
+)
+
+// coreArgs binds anCoreSets for the core span [from, to].
+func coreArgs(from, to uint32) []any {
+	out := make([]any, 0, 10)
+	for range 5 {
+		out = append(out, from, to)
+	}
+	return out
+}
+
+// ScanLinkedEngineEvents streams the engine lines of [from, to] (whole
+// seconds) that can link to a request of the core span [coreFrom, coreTo]
+// (see anCoreSets), in time order, each line once.
+func (s *Store) ScanLinkedEngineEvents(ctx context.Context, from, to, coreFrom, coreTo time.Time, fn func(*domain.EngineEvent) error) error {
+	args := append([]any{UnixArg(from), UnixArg(to)}, coreArgs(UnixArg(coreFrom), UnixArg(coreTo))...)
+	return s.scanEngine(ctx, anEngineMarginSQL, args, fn)
+}
+
+// ScanLinkedTransferEvents is ScanLinkedEngineEvents for transfer lines.
+func (s *Store) ScanLinkedTransferEvents(ctx context.Context, from, to, coreFrom, coreTo time.Time, fn func(*domain.TransferEvent) error) error {
+	cf, ct := UnixArg(coreFrom), UnixArg(coreTo)
+	args := append([]any{UnixArg(from), UnixArg(to)}, coreArgs(cf, ct)...)
+	args = append(args, cf, ct)
+	return s.scanTransfer(ctx, anTransferMarginSQL, args, fn)
+}
