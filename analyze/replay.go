@@ -45,18 +45,19 @@ const replaySlack = 8
 // fails it (SGLANG_DISAGGREGATION_WAITING_TIMEOUT, 300 s by default).
 const waitingTimeout = 300 * time.Second
 
-// rreq is one decode-side request in a lane.
+// rreq is one decode-side request in a lane. The replay holds one per
+// request of a decode node over the window, so it is kept small: the
+// lines it needs are its first (the Receive) and its last (the Finish).
 type rreq struct {
 	room        uint64
-	rid         string
 	recv, fin   time.Time
 	prompt      int
 	completion  int
 	finished    bool
 	ownWrites   bool
 	placeholder bool
-	lines       []uint64
-	growth      int // decode pages the replay will add
+	first, last uint64 // lines
+	growth      int    // decode pages the replay will add
 }
 
 // SourcePages is what one writer room had last written in pages a victim
@@ -140,19 +141,19 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 	}
 	var (
 		cur   string
-		reqs  map[string]*rreq
+		reqs  map[string]*rreq // requests of the node not finished yet, by rid
 		order []*rreq
-		seen  = map[uint64]bool{}
+		prev  uint64
 	)
 	flush := func() {
 		if len(order) > 0 {
 			replayNode(d, cur, order, placeholder, noWrite, want, out)
 		}
 		reqs, order = map[string]*rreq{}, nil
-		clear(seen)
 	}
 	reqs = map[string]*rreq{}
-	// Lines arrive ordered by node, then time.
+	// Lines arrive ordered by node, then time; a line stored twice (not
+	// merged yet) comes twice in a row.
 	err := d.DB.ScanDecodeLines(ctx, d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin), func(e *EngineEvent) error {
 		node, event, rid, fin := e.Node, e.Event, e.RID, e.FinishType
 		room, p, c, line := e.Room, e.Prompt, e.Completion, e.Line
@@ -160,18 +161,18 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 			flush()
 			cur = node
 		}
-		if seen[line] || room == 0 {
+		if line == prev || room == 0 {
 			return nil
 		}
-		seen[line] = true
+		prev = line
 		ts := e.TS
 		r := reqs[rid]
 		if r == nil {
-			r = &rreq{room: room, rid: rid, ownWrites: true}
+			r = &rreq{room: room, ownWrites: true, first: line}
 			reqs[rid] = r
 			order = append(order, r)
 		}
-		r.lines = append(r.lines, line)
+		r.last = line
 		switch event {
 		case "received":
 			if r.recv.IsZero() {
@@ -187,6 +188,9 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 			if fin == "abort" && c == 0 {
 				r.ownWrites = false
 			}
+			// Its lines are all in: the node's map holds only requests
+			// in flight, not the window's.
+			delete(reqs, rid)
 		}
 		return nil
 	})
@@ -279,7 +283,7 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 		if r.recv.UnixNano()%int64(time.Second) != 0 {
 			coarse = false
 		}
-		recvLine := r.lines[0]
+		recvLine := r.first
 		ops = append(ops, op{r.recv.UnixNano(), recvLine, int32(ri), opPrealloc})
 		fin := r.fin
 		if !r.finished || fin.Before(r.recv) {
@@ -300,7 +304,7 @@ func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint6
 			}
 		}
 		if r.finished {
-			ops = append(ops, op{fin.UnixNano(), r.lines[len(r.lines)-1], int32(ri), opFree})
+			ops = append(ops, op{fin.UnixNano(), r.last, int32(ri), opFree})
 		}
 	}
 	// Nothing after the last wanted request's Finish changes what it was
@@ -619,10 +623,10 @@ func (p *lanePool) room(i int32) uint64 {
 
 // line is the line a pageState's writer wrote with: its Receive line.
 func (p *lanePool) line(i int32) uint64 {
-	if i == 0 || len(p.reqs[i-1].lines) == 0 {
+	if i == 0 {
 		return 0
 	}
-	return p.reqs[i-1].lines[0]
+	return p.reqs[i-1].first
 }
 
 // release is free(): unique pages onto release_pages (need_sort), or in

@@ -112,10 +112,10 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 // release_pages is not its writer.
 func TestRunLaneWriters(t *testing.T) {
 	at := func(s int) int64 { return int64(s) * int64(time.Second) }
-	a := &rreq{room: 11, prompt: 4, ownWrites: true, lines: []uint64{1, 3}}
-	b := &rreq{room: 22, prompt: 4, ownWrites: true, lines: []uint64{2, 5}}
-	c := &rreq{room: 33, prompt: 2, ownWrites: true, lines: []uint64{4, 6}}
-	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true, lines: []uint64{7}}
+	a := &rreq{room: 11, prompt: 4, ownWrites: true, first: 1, last: 3}
+	b := &rreq{room: 22, prompt: 4, ownWrites: true, first: 2, last: 5}
+	c := &rreq{room: 33, prompt: 2, ownWrites: true, first: 4, last: 6}
+	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true, first: 7, last: 7}
 	reqs := []*rreq{a, b, c, v}
 	ops := []op{
 		{at(1), 1, 0, opPrealloc}, {at(2), 2, 1, opPrealloc}, {at(3), 3, 0, opFree},
