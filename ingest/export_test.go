@@ -24,7 +24,7 @@ func FillMetricBlock(ctx context.Context, s Store, n int) error {
 			m: parse.MetricSample{TS: ts, TSMs: ts.UnixMilli(), Name: name, SeriesID: parse.SeriesID(name, k, v),
 				LabelKeys: k, LabelValues: v, Value: float64(i)}})
 	}
-	_, typed := tableWrites(&b, base)
+	_, typed := tableWrites(&b, base, nil)
 	for _, t := range typed {
 		if t.n == 0 {
 			continue

@@ -134,7 +134,7 @@ func TestIngestIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"raw_lines", "engine_events", "batch_stats", "transfer_events", "gateway_responses", "metric_samples", "node_boots", "id_index"}
+	tables := []string{"raw_lines", "engine_events", "batch_stats", "transfer_events", "gateway_responses", "metric_samples", "metric_series", "node_boots", "id_index"}
 	before := map[string]uint64{}
 	for _, tb := range tables {
 		before[tb] = count(t, s, "SELECT count() FROM "+tb+" FINAL")
@@ -403,6 +403,7 @@ var tableDigests = []struct{ table, query string }{
 	{"id_index", "SELECT count(), sum(cityHash64(id, id_kind, line_id)) FROM id_index FINAL"},
 	{"gateway_responses", "SELECT count(), sum(cityHash64(line_id, request_id, tenant, status)) FROM gateway_responses FINAL"},
 	{"metric_samples", "SELECT count(), sum(cityHash64(series_id, ts_ms, value)) FROM metric_samples FINAL"},
+	{"metric_series", "SELECT count(), sum(cityHash64(series_id, node, name, arrayStringConcat(label_keys, ','), arrayStringConcat(label_values, ','), first_seen)) FROM metric_series FINAL"},
 	{"page_events", "SELECT count(), sum(cityHash64(line_id, event, rid)) FROM page_events FINAL"},
 	{"request_facts", "SELECT count(), sum(cityHash64(request_key, tenant, links, status, prefill_node, decode_node, arraySum(line_ids))) FROM request_facts FINAL"},
 	{"ingest_sources", "SELECT count(), sum(cityHash64(source_id, lines, committed_offset, complete)) FROM ingest_sources FINAL"},
