@@ -121,6 +121,21 @@ func TestIngestSimulatedIncident(t *testing.T) {
 	if got := count(t, s, "SELECT count() FROM id_index WHERE id_kind = 'room'"); got == 0 {
 		t.Error("id_index has no rooms")
 	}
+	// Metric labels per series: samples carry none, every sample's series
+	// has a row with its labels, and first_seen is the series' earliest
+	// sample whatever order the metric files were read in.
+	if got := count(t, s, "SELECT count() FROM metric_samples WHERE notEmpty(label_keys)"); got != 0 {
+		t.Errorf("%d samples carry their own labels, want none", got)
+	}
+	if got := count(t, s, "SELECT uniqExact(series_id, node) FROM metric_samples"); got == 0 {
+		t.Error("no metric samples")
+	}
+	q := `SELECT count() FROM (SELECT series_id, node, min(ts) AS first FROM metric_samples GROUP BY series_id, node)
+ ANY LEFT JOIN (SELECT series_id, node, first_seen, label_keys FROM metric_series FINAL) USING (series_id, node)
+ WHERE first_seen != first OR empty(label_keys)`
+	if got := count(t, s, q); got != 0 {
+		t.Errorf("%d series without a metric_series row, its labels or its first sample time", got)
+	}
 }
 
 func TestIngestIsIdempotent(t *testing.T) {
