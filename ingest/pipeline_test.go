@@ -121,6 +121,21 @@ func TestIngestSimulatedIncident(t *testing.T) {
 	if got := count(t, s, "SELECT count() FROM id_index WHERE id_kind = 'room'"); got == 0 {
 		t.Error("id_index has no rooms")
 	}
+	// Metric labels per series: samples carry none, every sample's series
+	// has a row with its labels, and first_seen is the series' earliest
+	// sample whatever order the metric files were read in.
+	if got := count(t, s, "SELECT count() FROM metric_samples WHERE notEmpty(label_keys)"); got != 0 {
+		t.Errorf("%d samples carry their own labels, want none", got)
+	}
+	if got := count(t, s, "SELECT uniqExact(series_id, node) FROM metric_samples"); got == 0 {
+		t.Error("no metric samples")
+	}
+	q := `SELECT count() FROM (SELECT series_id, node, min(ts) AS first FROM metric_samples GROUP BY series_id, node)
+ ANY LEFT JOIN (SELECT series_id, node, first_seen, label_keys FROM metric_series FINAL) USING (series_id, node)
+ WHERE first_seen != first OR empty(label_keys)`
+	if got := count(t, s, q); got != 0 {
+		t.Errorf("%d series without a metric_series row, its labels or its first sample time", got)
+	}
 }
 
 func TestIngestIsIdempotent(t *testing.T) {
@@ -134,7 +149,7 @@ func TestIngestIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables := []string{"raw_lines", "engine_events", "batch_stats", "transfer_events", "gateway_responses", "metric_samples", "node_boots", "id_index"}
+	tables := []string{"raw_lines", "engine_events", "batch_stats", "transfer_events", "gateway_responses", "metric_samples", "metric_series", "node_boots", "id_index"}
 	before := map[string]uint64{}
 	for _, tb := range tables {
 		before[tb] = count(t, s, "SELECT count() FROM "+tb+" FINAL")
@@ -403,6 +418,7 @@ var tableDigests = []struct{ table, query string }{
 	{"id_index", "SELECT count(), sum(cityHash64(id, id_kind, line_id)) FROM id_index FINAL"},
 	{"gateway_responses", "SELECT count(), sum(cityHash64(line_id, request_id, tenant, status)) FROM gateway_responses FINAL"},
 	{"metric_samples", "SELECT count(), sum(cityHash64(series_id, ts_ms, value)) FROM metric_samples FINAL"},
+	{"metric_series", "SELECT count(), sum(cityHash64(series_id, node, name, arrayStringConcat(label_keys, ','), arrayStringConcat(label_values, ','), first_seen)) FROM metric_series FINAL"},
 	{"page_events", "SELECT count(), sum(cityHash64(line_id, event, rid)) FROM page_events FINAL"},
 	{"request_facts", "SELECT count(), sum(cityHash64(request_key, tenant, links, status, prefill_node, decode_node, arraySum(line_ids))) FROM request_facts FINAL"},
 	{"ingest_sources", "SELECT count(), sum(cityHash64(source_id, lines, committed_offset, complete)) FROM ingest_sources FINAL"},

@@ -23,6 +23,9 @@ type streams struct {
 	max   int
 	open  map[string]*openInsert // by tableWrite.key
 	order []*openInsert          // the same, in the order they were opened
+	// series are the metric series written so far (metric_series rows
+	// go out once per series, not per window).
+	series seriesSeen
 }
 
 type openInsert struct {
@@ -43,7 +46,7 @@ var errWindowFull = errors.New("every INSERT slot is in use")
 // their rows in the window; the caller commits and calls add again with
 // from set to the returned index, so no table is sent twice.
 func (s *streams) add(ctx context.Context, b *Batch, from int) (int, error) {
-	raw, typed := tableWrites(b, time.Now().UTC())
+	raw, typed := tableWrites(b, time.Now().UTC(), &s.series)
 	all := append([]tableWrite{raw}, typed...)
 	for i := from; i < len(all); i++ {
 		if all[i].n == 0 {
@@ -101,8 +104,15 @@ func send(oi *openInsert, t tableWrite) error {
 // parallel. When it returns nil every row added since the last commit is
 // stored; after an error some tables may be stored and others not, which a
 // rerun from the checkpoints repairs.
-func (s *streams) commit() error {
+func (s *streams) commit() (err error) {
 	defer s.reset()
+	defer func() {
+		if err == nil {
+			s.series.committed()
+		} else {
+			s.series.dropped()
+		}
+	}()
 	errs := make([]error, len(s.order))
 	var wg sync.WaitGroup
 	for i, oi := range s.order {
@@ -123,6 +133,7 @@ func (s *streams) abort() {
 	for _, oi := range s.order {
 		_ = oi.x.Abort()
 	}
+	s.series.dropped()
 	s.reset()
 }
 

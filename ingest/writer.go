@@ -30,7 +30,10 @@ var (
 	gatewayCols = strings.Fields(`ts ts_ns request_id tenant model status prompt_tokens completion_tokens cached_tokens ttft_ms
 		duration_ms prefill_endpoint decode_endpoint bootstrap_room prefill_rid decode_rid gateway line_id
 		ingested_at`)
-	metricCols = strings.Fields(`ts ts_ms node name series_id label_keys label_values value source ingested_at`)
+	// metricCols leave out label_keys/label_values (migration 0010): a
+	// sample's labels are its series' row in metric_series.
+	metricCols = strings.Fields(`ts ts_ms node name series_id value source ingested_at`)
+	seriesCols = strings.Fields(`series_id node name label_keys label_values first_seen version ingested_at`)
 	pageCols   = strings.Fields(`ts ts_ns node dp_rank event rid bootstrap_room pages line_id ingested_at`)
 	// rawColsNoAttrs is rawCols without the attribute arrays, for batches
 	// in which no record has any (every file ingest): the server fills the
@@ -65,7 +68,7 @@ func (t tableWrite) key() string { return t.name + "(" + strings.Join(t.cols, ",
 // another; a failure part-way leaves earlier tables written, which is safe
 // because nothing is acknowledged and a retry writes the same keys.
 func write(ctx context.Context, s Store, b *Batch) error {
-	raw, typed := tableWrites(b, time.Now().UTC())
+	raw, typed := tableWrites(b, time.Now().UTC(), nil)
 	run := func(list ...tableWrite) error {
 		for _, t := range list {
 			if t.n > 0 {
@@ -86,8 +89,12 @@ func write(ctx context.Context, s Store, b *Batch) error {
 }
 
 // tableWrites describes b's rows table by table: raw_lines, then the typed
-// tables. now is their ingested_at.
-func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
+// tables. now is their ingested_at. The series of b's metric samples that
+// seen does not hold (nil: none) get a metric_series row, written ahead of
+// the samples, so a commit that stores a sample stores its series too. The
+// list has the same tables whatever seen holds (streams.add resumes it by
+// index).
+func tableWrites(b *Batch, now time.Time, seen *seriesSeen) (tableWrite, []tableWrite) {
 	rawNames, rawFill := rawColsNoAttrs, rawColumns(now, false)
 	for i := range b.raw {
 		if len(b.raw[i].attrKeys) > 0 {
@@ -212,18 +219,8 @@ func tableWrites(b *Batch, now time.Time) (tableWrite, []tableWrite) {
 			col(func(r *gatewayRow) uint64 { return r.lineID }),
 			constant[gatewayRow](now),
 		)},
-		{"metric_samples", len(b.metrics), metricCols, columns(b.metrics,
-			col(func(r *metricRow) time.Time { return chTime(r.m.TS) }),
-			col(func(r *metricRow) uint64 { return uint64(max(r.m.TSMs, 0)) }),
-			col(func(r *metricRow) string { return r.node }),
-			col(func(r *metricRow) string { return r.m.Name }),
-			col(func(r *metricRow) uint64 { return r.m.SeriesID }),
-			col(func(r *metricRow) []string { return orEmpty(r.m.LabelKeys) }),
-			col(func(r *metricRow) []string { return orEmpty(r.m.LabelValues) }),
-			col(func(r *metricRow) float64 { return r.m.Value }),
-			col(func(r *metricRow) string { return r.source }),
-			constant[metricRow](now),
-		)},
+		seriesWrite(b.metrics, now, seen),
+		{"metric_samples", len(b.metrics), metricCols, metricColumns(b.metrics, now)},
 		{"page_events", len(b.pages), pageCols, columns(b.pages,
 			col(func(r *pageRow) time.Time { return chTime(r.ts) }),
 			col(func(r *pageRow) uint64 { return tsNS(r.ts) }),

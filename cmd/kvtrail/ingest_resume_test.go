@@ -29,6 +29,7 @@ var resumeDigests = []string{
 	"SELECT count(), sum(cityHash64(id, id_kind, line_id)) FROM id_index FINAL",
 	"SELECT count(), sum(cityHash64(line_id, request_id, tenant, status)) FROM gateway_responses FINAL",
 	"SELECT count(), sum(cityHash64(series_id, ts_ms, value)) FROM metric_samples FINAL",
+	"SELECT count(), sum(cityHash64(series_id, node, name, arrayStringConcat(label_keys, ','), arrayStringConcat(label_values, ','), first_seen)) FROM metric_series FINAL",
 	"SELECT count(), sum(cityHash64(line_id, event, rid)) FROM page_events FINAL",
 	"SELECT count(), sum(cityHash64(node, role, arrayStringConcat(endpoints, ','))) FROM nodes FINAL",
 	"SELECT count(), sum(cityHash64(request_key, tenant, links, status, prefill_node, decode_node, transfer_failed, arraySum(line_ids))) FROM request_facts FINAL",

@@ -187,36 +187,23 @@ func TestImportRangeFromPrometheus(t *testing.T) {
 	})
 }
 
-// readSamples returns the folded samples keyed by node, name, labels, time.
+// readSamples returns the folded samples keyed by node, name, labels, time,
+// the labels read as every reader reads them (through metric_series).
 func readSamples(t *testing.T, s *chstore.Store) map[sampleKey]float64 {
 	t.Helper()
-	rows, err := s.Query(context.Background(), `SELECT node, name, label_keys, label_values, ts_ms, value
- FROM metric_samples FINAL`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	got := map[sampleKey]float64{}
-	for rows.Next() {
-		var (
-			node, name string
-			keys, vals []string
-			ms         uint64
-			value      float64
-		)
-		if err := rows.Scan(&node, &name, &keys, &vals, &ms, &value); err != nil {
-			t.Fatal(err)
+	err := s.EachMetricSample(context.Background(), "", func(r chstore.MetricSampleRow) error {
+		pairs := make([]string, len(r.LabelKeys))
+		for i := range r.LabelKeys {
+			pairs[i] = r.LabelKeys[i] + "=" + r.LabelValues[i]
 		}
-		pairs := make([]string, len(keys))
-		for i := range keys {
-			pairs[i] = keys[i] + "=" + vals[i]
+		if !sort.StringsAreSorted(r.LabelKeys) {
+			t.Errorf("labels not sorted: %v", r.LabelKeys)
 		}
-		if !sort.StringsAreSorted(keys) {
-			t.Errorf("labels not sorted: %v", keys)
-		}
-		got[sampleKey{node, name, strings.Join(pairs, ","), ms}] = value
-	}
-	if err := rows.Err(); err != nil {
+		got[sampleKey{r.Node, r.Name, strings.Join(pairs, ","), r.TSMs}] = r.Value
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return got

@@ -60,6 +60,8 @@ type Importer struct {
 	// MaxResponseBytes bounds one answer; default DefaultMaxResponseBytes.
 	MaxResponseBytes int64
 	Logger           *slog.Logger
+	// series are the metric series already stored by this value.
+	series seriesSeen
 }
 
 // ImportStats says what an import did.
@@ -150,7 +152,7 @@ func (im *Importer) ImportRange(ctx context.Context, promURL string, r Range) (I
 				}
 				// Flush inside the stream so a huge answer is never held whole.
 				if len(rows) >= maxBatchRows {
-					if err := writeRows(ctx, im.Store, rows); err != nil {
+					if err := writeRows(ctx, im.Store, &im.series, rows); err != nil {
 						return err
 					}
 					st.Samples += len(rows)
@@ -170,7 +172,7 @@ func (im *Importer) ImportRange(ctx context.Context, promURL string, r Range) (I
 				return st, fmt.Errorf("query %q over %s..%s: %w", q,
 					w.start.Format(time.RFC3339), w.end.Format(time.RFC3339), err)
 			}
-			if err := writeRows(ctx, im.Store, rows); err != nil {
+			if err := writeRows(ctx, im.Store, &im.series, rows); err != nil {
 				return st, err
 			}
 			st.Samples += len(rows)

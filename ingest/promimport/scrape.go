@@ -68,6 +68,8 @@ type Scraper struct {
 	Client *http.Client
 	Logger *slog.Logger
 	Hooks  Hooks
+	// series are the metric series already stored by this value.
+	series seriesSeen
 }
 
 // Run scrapes every target now and then once per Interval until ctx is
@@ -126,7 +128,7 @@ func (s *Scraper) ScrapeOnce(ctx context.Context) ([]ScrapeResult, error) {
 	if len(all) == 0 {
 		return results, nil
 	}
-	err := writeRows(ctx, s.Store, all)
+	err := writeRows(ctx, s.Store, &s.series, all)
 	s.hooks().WriteDone(len(all), err)
 	return results, err
 }

@@ -671,6 +671,31 @@ SELECT reconstruction_id, key, affected_role, tenant
 FROM kvtrail.affected
 ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
 
+-- 0010_metric_series.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.metric_series_local ON CLUSTER kvtrail_cluster
+(
+    series_id    UInt64,
+    node         LowCardinality(String),
+    name         LowCardinality(String),
+    label_keys   Array(String),
+    label_values Array(String),
+    first_seen   DateTime,
+    version      UInt32,
+    ingested_at  DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/metric_series_local', '{replica}', version)
+PARTITION BY tuple()
+ORDER BY (series_id, node)
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS kvtrail.metric_series ON CLUSTER kvtrail_cluster AS kvtrail.metric_series_local ENGINE = Distributed(kvtrail_cluster, kvtrail, metric_series_local, cityHash64(node));
+
+INSERT INTO kvtrail.metric_series (series_id, node, name, label_keys, label_values, first_seen, version, ingested_at)
+SELECT series_id, node, any(name), any(label_keys), any(label_values), min(ts), 4294967295 - toUInt32(min(ts)), now()
+FROM kvtrail.metric_samples
+GROUP BY series_id, node;
+
 -- 0011_analysis_slices.sql;
 
 CREATE TABLE IF NOT EXISTS kvtrail.analysis_slices_local ON CLUSTER kvtrail_cluster

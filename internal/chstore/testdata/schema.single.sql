@@ -617,6 +617,29 @@ SELECT reconstruction_id, key, affected_role, tenant
 FROM kvtrail.affected
 ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
 
+-- 0010_metric_series.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.metric_series 
+(
+    series_id    UInt64,
+    node         LowCardinality(String),
+    name         LowCardinality(String),
+    label_keys   Array(String),
+    label_values Array(String),
+    first_seen   DateTime,
+    version      UInt32,
+    ingested_at  DateTime
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY (series_id, node)
+SETTINGS index_granularity = 1024;
+
+INSERT INTO kvtrail.metric_series (series_id, node, name, label_keys, label_values, first_seen, version, ingested_at)
+SELECT series_id, node, any(name), any(label_keys), any(label_values), min(ts), 4294967295 - toUInt32(min(ts)), now()
+FROM kvtrail.metric_samples
+GROUP BY series_id, node;
+
 -- 0011_analysis_slices.sql;
 
 CREATE TABLE IF NOT EXISTS kvtrail.analysis_slices 

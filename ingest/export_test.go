@@ -1,0 +1,63 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kvtrail/kvtrail/ingest/parse"
+)
+
+// MetricBlock is the client's share of writing n Prometheus samples (17
+// series on one node, as a simulated .prom file has): for each table it
+// writes, open opens an INSERT and fill builds the rows' columns and
+// appends them. For BenchmarkMetricColumns, which times fill alone.
+func MetricBlock(n int) (tables []string, open func(context.Context, Store) ([]TableWriter, error), fill func([]TableWriter) error) {
+	var b Batch
+	base := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < n; i++ {
+		k, v := []string{"engine_type", "model_name", "pp_rank", "tp_rank"}, []string{"prefill", "glm-5.2", "0", fmt.Sprint(i % 17)}
+		name := "sglang:num_used_tokens"
+		ts := base.Add(time.Duration(i/17) * 5 * time.Minute)
+		b.metrics = append(b.metrics, metricRow{node: "prefill-0", source: "/data/metrics/prefill-0/2026-07-04.prom",
+			m: parse.MetricSample{TS: ts, TSMs: ts.UnixMilli(), Name: name, SeriesID: parse.SeriesID(name, k, v),
+				LabelKeys: k, LabelValues: v, Value: float64(i)}})
+	}
+	var list []tableWrite
+	_, typed := tableWrites(&b, base, nil)
+	for _, t := range typed {
+		if t.n > 0 {
+			list = append(list, t)
+			tables = append(tables, t.name)
+		}
+	}
+	open = func(ctx context.Context, s Store) ([]TableWriter, error) {
+		var xs []TableWriter
+		for _, t := range list {
+			x, err := s.OpenInsert(ctx, t.name, t.cols)
+			if err != nil {
+				return nil, err
+			}
+			xs = append(xs, x)
+		}
+		return xs, nil
+	}
+	fill = func(xs []TableWriter) error {
+		// Rebuilt each time, as the writer builds them per batch.
+		_, typed := tableWrites(&b, base, nil)
+		j := 0
+		for _, t := range typed {
+			if t.n == 0 {
+				continue
+			}
+			for lo := 0; lo < t.n; lo += blockRows {
+				if err := t.fill(xs[j], lo, min(lo+blockRows, t.n)); err != nil {
+					return err
+				}
+			}
+			j++
+		}
+		return nil
+	}
+	return tables, open, fill
+}
