@@ -169,7 +169,7 @@ func TestCommas(t *testing.T) {
 // a database (no rooms, so no lineage queries).
 func TestReconstructionGrouping(t *testing.T) {
 	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
-	d := &Dataset{Window: Window{From: t0, To: t0.Add(time.Hour)}, Cfg: Config{ignorePages: true}, ByKey: map[string]*Fact{
+	d := &Dataset{Window: Window{From: t0, To: t0.Add(time.Hour)}, Cfg: Config{ignorePages: true}, complete: true, ByKey: map[string]*Fact{
 		"src":  {Key: "src", Tenant: "hooli", Model: "m", TS: t0},
 		"src2": {Key: "src2", Tenant: "acme", Model: "m", TS: t0},
 	}, ByRoom: map[uint64]*Fact{}, Boots: &Boots{ByNode: map[string][]*Boot{}}}
