@@ -682,3 +682,21 @@ INSERT INTO kvtrail.affected_keys (reconstruction_id, key, affected_role, tenant
 SELECT reconstruction_id, key, affected_role, tenant
 FROM kvtrail.affected
 ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
+
+-- 0009_work_claims.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.work_claims 
+(
+    job            String,
+    unit           String,
+    attempt        UInt32,
+    worker         String,
+    state          String,
+    at_ns          UInt64,
+    lease_until_ns UInt64,
+    day            DateTime
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(day)
+ORDER BY (job, unit, attempt)
+SETTINGS index_granularity = 1024;
