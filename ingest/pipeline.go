@@ -98,7 +98,7 @@ func (o *Options) defaults(s Store) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Claims != nil && o.ClaimPoll <= 0 {
-		o.ClaimPoll = min(o.Claims.Lease()/4, 5*time.Second)
+		o.ClaimPoll = max(min(o.Claims.Lease()/4, 5*time.Second), 10*time.Millisecond)
 	}
 }
 

@@ -161,7 +161,12 @@ func (w workerClaims) Remaining(ctx context.Context, job string, units []string)
 	return w.c.Remaining(ctx, job, units)
 }
 
-func (w workerClaims) Lease() time.Duration { return w.c.Lease }
+func (w workerClaims) Lease() time.Duration {
+	if w.c.Lease <= 0 {
+		return workclaim.DefaultLease
+	}
+	return w.c.Lease
+}
 
 type heldClaim struct{ *workclaim.Held }
 

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,4 +228,99 @@ func TestClusterIngestWorkersEqualSingleServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("sources done per worker: %v", per)
+}
+
+// The measurement behind docs/cluster.md's ingest-worker figures: the same
+// simulated incident ingested into the 2 × 2 test cluster by one process
+// and by two workers, wall time of each (logged, not asserted: this is a
+// measurement, and on a 2-core machine both share the same cores with the
+// four servers). Run with KVTRAIL_CLUSTER_BENCH=1 (KVTRAIL_BENCH_SCALE
+// sizes the incident, default 0.1).
+func TestClusterIngestWorkersSpeed(t *testing.T) {
+	if os.Getenv("KVTRAIL_CLUSTER_BENCH") != "1" {
+		t.Skip("set KVTRAIL_CLUSTER_BENCH=1 to measure one ingest process against two workers on the test cluster")
+	}
+	scale := 0.1
+	if v := os.Getenv("KVTRAIL_BENCH_SCALE"); v != "" {
+		var err error
+		if scale, err = strconv.ParseFloat(v, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	sim := t.TempDir()
+	if _, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 5, Scale: scale, Days: 1, OutDir: sim}); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(sim, "sources.yaml")
+	c := testcluster.Start(t, testcluster.Options{})
+	envOf := func(db string, addrs ...string) []string {
+		return []string{"KVTRAIL_CLICKHOUSE_ADDR=" + strings.Join(addrs, ","), "KVTRAIL_CLICKHOUSE_DATABASE=" + db,
+			"KVTRAIL_CLICKHOUSE_CLUSTER=" + c.Name, "KVTRAIL_LOG_LEVEL=warn"}
+	}
+	s11, s12, s21, s22 := c.Node(1, 1), c.Node(1, 2), c.Node(2, 1), c.Node(2, 2)
+	dir := t.TempDir()
+	ingestWith := func(db string, workers int) time.Duration {
+		envs := [][]string{envOf(db, s11.Addr, s21.Addr, s12.Addr, s22.Addr), envOf(db, s22.Addr, s12.Addr, s21.Addr, s11.Addr)}
+		if out, errOut, code := run(t, dir, envs[0], "migrate"); code != 0 {
+			t.Fatalf("migrate %s: exit %d\n%s\n%s", db, code, out, errOut)
+		}
+		t0 := time.Now()
+		done := make(chan error, workers)
+		for w := range workers {
+			args := []string{"ingest", "--manifest", manifest}
+			if workers > 1 {
+				args = append(args, "--worker", fmt.Sprintf("w%d", w))
+			}
+			cmd := exec.Command(binary, args...)
+			cmd.Dir, cmd.Env = dir, append(cleanEnv(), envs[w%2]...)
+			go func() {
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					err = fmt.Errorf("%w\n%s", err, out)
+				}
+				done <- err
+			}()
+		}
+		for range workers {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	one := ingestWith("kvt_one", 1)
+	two := ingestWith("kvt_two", 2)
+	cs := clusterStore(t, c.Name, "kvt_one", c.Addrs()...)
+	var lines uint64
+	if err := cs.QueryRow(ctx, "SELECT count() FROM raw_lines").Scan(&lines); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d raw lines on 2 shards × 2 replicas: one process %.1f s (%.0f lines/s), two workers %.1f s (%.0f lines/s), speed-up %.2f",
+		lines, one.Seconds(), float64(lines)/one.Seconds(), two.Seconds(), float64(lines)/two.Seconds(), one.Seconds()/two.Seconds())
+}
+
+// What --worker cannot share is a usage error, before any connection.
+func TestIngestWorkerRefusesWhatItCannotShare(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"stdin", []string{"--node", "n1", "--role", "decode", "-"}, "cannot ingest stdin"},
+		{"force", []string{"--force", "--node", "n1", "--role", "decode", "x.log"}, "--force cannot be combined"},
+		{"lease", []string{"--lease", "0s", "--node", "n1", "--role", "decode", "x.log"}, "must be positive"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(dir, "x.log"), []byte("line\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, errOut, code := run(t, dir, []string{"KVTRAIL_CLICKHOUSE_ADDR=127.0.0.1:1"},
+				append([]string{"ingest", "--worker", "a"}, tt.args...)...)
+			if code != 2 || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("exit %d, want 2 (usage) with %q:\n%s", code, tt.want, errOut)
+			}
+		})
+	}
 }
