@@ -56,7 +56,7 @@ type Options struct {
 	// source is this run's.
 	Claims Claims
 	// ClaimPoll is how often a worker looks again at the sources other
-	// workers hold (default a quarter of the lease, at most 5 s).
+	// workers hold (default a quarter of the lease, at most 2 s).
 	ClaimPoll time.Duration
 }
 
@@ -98,7 +98,7 @@ func (o *Options) defaults(s Store) {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if o.Claims != nil && o.ClaimPoll <= 0 {
-		o.ClaimPoll = max(min(o.Claims.Lease()/4, 5*time.Second), 10*time.Millisecond)
+		o.ClaimPoll = max(min(o.Claims.Lease()/4, 2*time.Second), 10*time.Millisecond)
 	}
 }
 
@@ -112,6 +112,10 @@ type Ingester struct {
 	forcedSince uint64
 	// claims are the run's source claims when it is one worker of several.
 	claims *claimSet
+	// readSlots, with claims, bounds the sources read at once to Workers
+	// while twice as many goroutines claim: a claim waits its settle
+	// window, which would otherwise leave a reader idle for every source.
+	readSlots chan struct{}
 }
 
 // New returns an Ingester writing to store.
@@ -288,7 +292,12 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 	jobs := make(chan int)
 	errs := make([]error, len(sources))
 	var wg sync.WaitGroup
-	for w := 0; w < in.opts.Workers; w++ {
+	goroutines := in.opts.Workers
+	if in.claims != nil {
+		in.readSlots = make(chan struct{}, in.opts.Workers)
+		goroutines *= 2
+	}
+	for w := 0; w < goroutines; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -448,6 +457,14 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 			slog.String("path", src.Path))
 	}
 
+	if in.readSlots != nil {
+		select {
+		case in.readSlots <- struct{}{}:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		defer func() { <-in.readSlots }()
+	}
 	format := src.Format
 	if format == FormatAuto || format == "" {
 		format, err = detect(path)

@@ -146,6 +146,12 @@ func (fl ingestFlags) checkWorker(sources []ingest.Source) error {
 	return nil
 }
 
+// correlationShare is what ingest workers share to link requests once.
+type correlationShare struct {
+	co  *workclaim.Coordinator
+	job string
+}
+
 // workerClaims adapts a workclaim.Coordinator to ingest.Claims.
 type workerClaims struct{ c *workclaim.Coordinator }
 
@@ -189,9 +195,12 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 	}
 	defer closeFn()
 	opts := ingest.Options{Force: fl.force, Logger: a.log}
+	var share *correlationShare
 	if fl.worker != "" {
-		opts.Claims = workerClaims{&workclaim.Coordinator{Store: s, Worker: fl.worker, Lease: fl.lease, Settle: fl.settle}}
-		a.log.Info("ingest worker", "worker", fl.worker, "job", ingest.ClaimJob(sources), "lease", fl.lease.String())
+		co := &workclaim.Coordinator{Store: s, Worker: fl.worker, Lease: fl.lease, Settle: fl.settle}
+		opts.Claims = workerClaims{co}
+		share = &correlationShare{co: co, job: ingest.ClaimJob(sources)}
+		a.log.Info("ingest worker", "worker", fl.worker, "job", share.job, "lease", fl.lease.String())
 	}
 	if !fl.asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = &barProgress{}
@@ -200,7 +209,7 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 	var linked *correlation
 	if fl.correlate {
 		var err error
-		if linked, err = correlateIngested(cmd.Context(), a, s); err != nil {
+		if linked, err = correlateIngested(cmd.Context(), a, s, share); err != nil {
 			ingestErr = errors.Join(ingestErr, err)
 		}
 	}
@@ -242,10 +251,50 @@ type correlation struct {
 // and the next ingest, even one that finds every source already complete,
 // finishes it. Linking a span again writes the same facts with a newer
 // version, which replaces the older rows.
-func correlateIngested(ctx context.Context, a *app, s *chstore.Store) (*correlation, error) {
+//
+// Ingest workers (share not nil) all finish with the same pending span;
+// one of them links it, the one that claims it (the span's watermark is
+// the unit), and the others leave it: linking it twice costs time, not
+// correctness. If that worker dies before recording the step, the span
+// stays pending and the next ingest links it.
+func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *correlationShare) (_ *correlation, err error) {
 	sp, ok, err := ingest.PendingCorrelation(ctx, s)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if share != nil {
+		h, cerr := share.co.Claim(ctx, share.job, fmt.Sprintf("correlate/%d", sp.Watermark))
+		if cerr != nil {
+			return nil, fmt.Errorf("claim request linking: %w", cerr)
+		}
+		if h == nil {
+			a.log.Info("request linking of this span is another ingest worker's", "watermark", sp.Watermark)
+			return nil, nil
+		}
+		// Renewed while it runs (a big span takes longer than a lease);
+		// done once the step is recorded, released if it failed, so that
+		// a later ingest links the span still pending.
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(max(share.co.Lease/3, time.Second))
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					_ = h.Renew(ctx)
+				}
+			}
+		}()
+		defer func() {
+			close(stop)
+			end := h.Release
+			if err == nil {
+				end = h.Done
+			}
+			_ = end(context.WithoutCancel(ctx))
+		}()
 	}
 	t0 := time.Now()
 	cfg := a.analyzeConfig()
