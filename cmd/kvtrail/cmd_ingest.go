@@ -254,22 +254,37 @@ type correlation struct {
 //
 // Ingest workers (share not nil) all finish with the same pending span;
 // one of them links it, the one that claims it (the span's watermark is
-// the unit), and the others leave it: linking it twice costs time, not
-// correctness. If that worker dies before recording the step, the span
-// stays pending and the next ingest links it.
+// the unit), and the others wait until it is recorded: linking it twice
+// would cost time, not correctness. If that worker dies, its claim runs
+// out and a waiting worker links the span.
 func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *correlationShare) (_ *correlation, err error) {
 	sp, ok, err := ingest.PendingCorrelation(ctx, s)
 	if err != nil || !ok {
 		return nil, err
 	}
 	if share != nil {
-		h, cerr := share.co.Claim(ctx, share.job, fmt.Sprintf("correlate/%d", sp.Watermark))
-		if cerr != nil {
-			return nil, fmt.Errorf("claim request linking: %w", cerr)
-		}
-		if h == nil {
-			a.log.Info("request linking of this span is another ingest worker's", "watermark", sp.Watermark)
-			return nil, nil
+		var h *workclaim.Held
+		// Not claimed: another worker links the span, or this worker's
+		// claim was withdrawn (acknowledged too late). Wait until the span
+		// is linked (nothing pending any more) or the claim can be had
+		// (the other worker's lease ran out, or it released the span).
+		for {
+			var cerr error
+			if h, cerr = share.co.Claim(ctx, share.job, fmt.Sprintf("correlate/%d", sp.Watermark)); cerr != nil {
+				return nil, fmt.Errorf("claim request linking: %w", cerr)
+			}
+			if h != nil {
+				break
+			}
+			a.log.Info("waiting for another ingest worker to link the span", "watermark", sp.Watermark)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(min(max(share.co.Lease/4, 100*time.Millisecond), 2*time.Second)):
+			}
+			if sp, ok, err = ingest.PendingCorrelation(ctx, s); err != nil || !ok {
+				return nil, err
+			}
 		}
 		// Renewed while it runs (a big span takes longer than a lease);
 		// done once the step is recorded, released if it failed, so that
