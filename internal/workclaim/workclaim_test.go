@@ -43,8 +43,8 @@ func TestRacingWorkersEachUnitWonOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			job := "race-" + tt.name
 			coords := []*workclaim.Coordinator{
-				{Store: s, Worker: "worker-a", Lease: time.Hour, Settle: 100 * time.Millisecond, Now: tt.now},
-				{Store: s, Worker: "worker-b", Lease: time.Hour, Settle: 100 * time.Millisecond, Now: tt.now},
+				{Store: s, Worker: "worker-a", Lease: time.Hour, Settle: 200 * time.Millisecond, Now: tt.now},
+				{Store: s, Worker: "worker-b", Lease: time.Hour, Settle: 200 * time.Millisecond, Now: tt.now},
 			}
 			var mu sync.Mutex
 			won := map[string][]string{} // unit → workers holding it
@@ -57,17 +57,33 @@ func TestRacingWorkersEachUnitWonOnce(t *testing.T) {
 						defer wg.Done()
 						order := append([]string(nil), all...)
 						rand.New(rand.NewSource(int64(ci*100+g))).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-						for _, u := range order {
-							h, err := c.Claim(ctx, job, u)
-							if err != nil {
-								t.Error(err)
-								return
-							}
-							if h != nil {
+						// Rounds until every unit is held: a withdrawn claim
+						// (acknowledged too late on a loaded machine) leaves
+						// its unit to a later try.
+						for round := 0; round < 50; round++ {
+							left := 0
+							for _, u := range order {
 								mu.Lock()
-								won[u] = append(won[u], c.Worker)
-								attempt[u] = h.Attempt
+								taken := len(won[u]) > 0
 								mu.Unlock()
+								if taken {
+									continue
+								}
+								left++
+								h, err := c.Claim(ctx, job, u)
+								if err != nil {
+									t.Error(err)
+									return
+								}
+								if h != nil {
+									mu.Lock()
+									won[u] = append(won[u], c.Worker)
+									attempt[u] = h.Attempt
+									mu.Unlock()
+								}
+							}
+							if left == 0 {
+								return
 							}
 						}
 					}()
@@ -175,8 +191,11 @@ func TestLeaseExpiryRenewReleaseDone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := &clock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
 			c := map[string]*workclaim.Coordinator{
-				"a": {Store: s, Worker: "a", Lease: lease, Settle: 100 * time.Millisecond, Now: clk.Now},
-				"b": {Store: s, Worker: "b", Lease: lease, Settle: 100 * time.Millisecond, Now: clk.Now},
+				// A settle window of a second: a claim acknowledged after
+				// half of it is withdrawn, which on a loaded machine would
+				// make these expected outcomes flaky.
+				"a": {Store: s, Worker: "a", Lease: lease, Settle: time.Second, Now: clk.Now},
+				"b": {Store: s, Worker: "b", Lease: lease, Settle: time.Second, Now: clk.Now},
 			}
 			held := map[string]*workclaim.Held{}
 			job := "lease-" + tt.name
@@ -220,7 +239,7 @@ func TestLeaseExpiryRenewReleaseDone(t *testing.T) {
 func TestRemaining(t *testing.T) {
 	ctx := context.Background()
 	s := testdb.New(t)
-	c := &workclaim.Coordinator{Store: s, Worker: "w", Lease: time.Hour, Settle: 100 * time.Millisecond}
+	c := &workclaim.Coordinator{Store: s, Worker: "w", Lease: time.Hour, Settle: time.Second}
 	units := []string{"c", "a", "b", "d"}
 	if got, err := c.Remaining(ctx, "job", units); err != nil || fmt.Sprint(got) != "[c a b d]" {
 		t.Fatalf("nothing claimed: Remaining = %v, %v", got, err)
