@@ -33,6 +33,9 @@ type flusher struct {
 	committed map[string]bool
 	// windows counts the windows committed (read after run returns).
 	windows int
+	// onComplete, if set, is told of each source whose final checkpoint
+	// a commit saved.
+	onComplete func(ctx context.Context, sourceID string)
 }
 
 func newFlusher(s Store, opts Options) *flusher {
@@ -151,6 +154,13 @@ func (w *window) commit(ctx context.Context) error {
 			return errWrite{err}
 		}
 		w.f.markCommitted(list)
+		if w.f.onComplete != nil {
+			for _, cp := range list {
+				if cp.Complete {
+					w.f.onComplete(ctx, cp.SourceID)
+				}
+			}
+		}
 	}
 	clear(w.cps)
 	w.records, w.bytes, w.start = 0, 0, time.Now()

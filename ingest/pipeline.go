@@ -50,6 +50,14 @@ type Options struct {
 	Logger   *slog.Logger
 	// TempDir receives the copy of stdin (default os.TempDir()).
 	TempDir string
+	// Claims, when set, makes this run one ingest worker among several
+	// given the same sources: each source is claimed before it is read
+	// and left to the worker that holds it (see Claims). Nil: every
+	// source is this run's.
+	Claims Claims
+	// ClaimPoll is how often a worker looks again at the sources other
+	// workers hold (default a quarter of the lease, at most 2 s).
+	ClaimPoll time.Duration
 }
 
 // Progress receives read progress of a whole run. Add may be called from
@@ -89,6 +97,9 @@ func (o *Options) defaults(s Store) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if o.Claims != nil && o.ClaimPoll <= 0 {
+		o.ClaimPoll = max(min(o.Claims.Lease()/4, 2*time.Second), 10*time.Millisecond)
+	}
 }
 
 // Ingester writes sources into ClickHouse.
@@ -99,6 +110,12 @@ type Ingester struct {
 	// saved before it is ignored, one saved by the run itself (before a
 	// retry) is resumed from.
 	forcedSince uint64
+	// claims are the run's source claims when it is one worker of several.
+	claims *claimSet
+	// readSlots, with claims, bounds the sources read at once to Workers
+	// while twice as many goroutines claim: a claim waits its settle
+	// window, which would otherwise leave a reader idle for every source.
+	readSlots chan struct{}
 }
 
 // New returns an Ingester writing to store.
@@ -167,20 +184,32 @@ type Summary struct {
 // (with backoff, see Retries) from the checkpoints, like a rerun after a
 // crash; if they fail for good, every source not yet committed is reported
 // failed and resumes on the next run.
+//
+// With Options.Claims the run is one worker among several (see Claims):
+// it ingests the sources it can claim and waits for the others until
+// every source is complete.
 func (in *Ingester) Ingest(ctx context.Context, sources []Source) (Summary, error) {
+	if in.opts.Claims != nil {
+		return in.ingestShared(ctx, sources)
+	}
+	return in.run(ctx, sources, in.opts, nil)
+}
+
+// run is one pass of Ingest over sources, with its retries; cs, when not
+// nil, claims each source first.
+func (in *Ingester) run(ctx context.Context, sources []Source, opts Options, cs *claimSet) (Summary, error) {
 	start := time.Now()
-	if p := in.opts.Progress; p != nil {
+	if p := opts.Progress; p != nil {
 		p.Start(totalSize(sources))
 		defer p.Finish()
 	}
-	opts := in.opts
 	var forcedSince uint64
 	if opts.Force {
 		forcedSince = uint64(start.UnixNano())
 	}
 	earlier := map[int]SourceResult{} // committed by a failed attempt
 	for failed := 0; ; failed++ {
-		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts, forcedSince: forcedSince}).attempt(ctx, sources)
+		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts, forcedSince: forcedSince, claims: cs}).attempt(ctx, sources)
 		for i, r := range sum.Sources {
 			if e, ok := earlier[i]; ok && r.State == "skipped" {
 				sum.Sources[i] = e // finished by this run, before the retry
@@ -246,6 +275,11 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 		free <- &Batch{}
 	}
 	fl := newFlusher(in.store, in.opts)
+	if cs := in.claims; cs != nil {
+		// Done once the final checkpoint is committed, not when the run
+		// ends: a crash after it then costs no takeover wait.
+		fl.onComplete = func(ctx context.Context, sourceID string) { cs.end(ctx, sourceID, true) }
+	}
 	flushErr := make(chan error, 1)
 	go func() {
 		err := fl.run(ctx, chunks, free)
@@ -258,7 +292,12 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 	jobs := make(chan int)
 	errs := make([]error, len(sources))
 	var wg sync.WaitGroup
-	for w := 0; w < in.opts.Workers; w++ {
+	goroutines := in.opts.Workers
+	if in.claims != nil {
+		in.readSlots = make(chan struct{}, in.opts.Workers)
+		goroutines *= 2
+	}
+	for w := 0; w < goroutines; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -357,6 +396,38 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		return res, err
 	}
 	res.SourceID = id.key
+	if cs := in.claims; cs != nil && !(id.cp.Complete && id.cp.Size == uint64(size)) {
+		held, done, err := cs.claim(ctx, id.key, size)
+		if err != nil {
+			return res, err
+		}
+		if !held && !done {
+			res.State = stateElsewhere
+			return res, nil
+		}
+		// Read the checkpoint again: the worker that held the source
+		// before (or finished it meanwhile) may have committed more since
+		// it was read above.
+		key := id.key
+		if id, err = identify(ctx, in.store, src, path, in.forcedSince); err != nil {
+			if held {
+				cs.end(ctx, key, false)
+			}
+			return res, err
+		}
+		res.SourceID = id.key
+		if held {
+			cs.rekey(key, id.key)
+		}
+		if done && !(id.cp.Complete && id.cp.Size == uint64(size)) {
+			res.State = "skipped"
+			res.Warning = "recorded done by another ingest worker, but its checkpoint is not complete (a partial source: see that worker's summary)"
+			return res, nil
+		}
+		if held && id.cp.Complete && id.cp.SourceID == id.key && id.cp.Size == uint64(size) {
+			cs.end(ctx, id.key, true) // finished by its previous holder after all
+		}
+	}
 	cp := id.cp
 	if cp.Complete && cp.SourceID == id.key && cp.Size == uint64(size) {
 		res.State, res.Format = "skipped", cp.Format
@@ -386,6 +457,14 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 			slog.String("path", src.Path))
 	}
 
+	if in.readSlots != nil {
+		select {
+		case in.readSlots <- struct{}{}:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		defer func() { <-in.readSlots }()
+	}
 	format := src.Format
 	if format == FormatAuto || format == "" {
 		format, err = detect(path)

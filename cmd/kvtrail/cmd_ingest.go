@@ -20,6 +20,7 @@ import (
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/ingest/parse"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/workclaim"
 )
 
 // ingestFlags are the flags of `kvtrail ingest`.
@@ -28,6 +29,10 @@ type ingestFlags struct {
 	endpoints                                []string
 	year                                     int
 	asJSON, force, correlate                 bool
+	// worker, when set, makes this process one ingest worker among
+	// several given the same sources (docs/cluster.md).
+	worker        string
+	lease, settle time.Duration
 }
 
 func newIngestCmd(a *app) *cobra.Command {
@@ -49,6 +54,9 @@ flags that apply to every PATH.`,
 			if err != nil {
 				return err
 			}
+			if err := fl.checkWorker(sources); err != nil {
+				return err
+			}
 			return runIngest(cmd, a, fl, sources)
 		},
 	}
@@ -64,6 +72,10 @@ flags that apply to every PATH.`,
 	f.BoolVar(&fl.asJSON, "json", false, "print the summary as JSON")
 	f.BoolVar(&fl.force, "force", false, "re-ingest sources already recorded as complete")
 	f.BoolVar(&fl.correlate, "correlate", true, "afterwards, link the ingested time span's requests across nodes into request_facts")
+	f.StringVar(&fl.worker, "worker", "", "run as the ingest worker NAME: processes (maybe on other machines) given the same sources split them through ClickHouse; NAME must be unique among them")
+	f.DurationVar(&fl.lease, "lease", workclaim.DefaultLease, "with --worker: how long a source's claim holds without renewal; a crashed worker's sources are taken over after it")
+	f.DurationVar(&fl.settle, "claim-settle", workclaim.DefaultSettle, "with --worker: wait between claiming a source and confirming the claim (more than twice the clock skew between the workers' machines)")
+	_ = f.MarkHidden("claim-settle")
 	return c
 }
 
@@ -114,6 +126,64 @@ func (fl ingestFlags) sources(args []string) ([]ingest.Source, error) {
 	return sources, nil
 }
 
+// checkWorker refuses what --worker cannot share: stdin (no other process
+// can read it) and --force (the claims of the earlier run say done).
+func (fl ingestFlags) checkWorker(sources []ingest.Source) error {
+	if fl.worker == "" {
+		return nil
+	}
+	if fl.force {
+		return usageError{errors.New("--force cannot be combined with --worker: re-ingest with one process")}
+	}
+	if fl.lease <= 0 || fl.settle <= 0 {
+		return usageError{errors.New("--lease and --claim-settle must be positive")}
+	}
+	for _, s := range sources {
+		if s.Path == "-" {
+			return usageError{errors.New("--worker cannot ingest stdin (-): the workers must all be able to read every source")}
+		}
+	}
+	return nil
+}
+
+// correlationShare is what ingest workers share to link requests once.
+type correlationShare struct {
+	co  *workclaim.Coordinator
+	job string
+}
+
+// workerClaims adapts a workclaim.Coordinator to ingest.Claims.
+type workerClaims struct{ c *workclaim.Coordinator }
+
+func (w workerClaims) Claim(ctx context.Context, job, unit string) (ingest.ClaimHeld, error) {
+	h, err := w.c.Claim(ctx, job, unit)
+	if h == nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return heldClaim{h}, err
+}
+
+func (w workerClaims) Remaining(ctx context.Context, job string, units []string) ([]string, error) {
+	return w.c.Remaining(ctx, job, units)
+}
+
+func (w workerClaims) Lease() time.Duration {
+	if w.c.Lease <= 0 {
+		return workclaim.DefaultLease
+	}
+	return w.c.Lease
+}
+
+type heldClaim struct{ *workclaim.Held }
+
+func (h heldClaim) Renew(ctx context.Context) error {
+	err := h.Held.Renew(ctx)
+	if errors.Is(err, workclaim.ErrLost) {
+		return fmt.Errorf("%w: %w", ingest.ErrClaimLost, err)
+	}
+	return err
+}
+
 // runIngest ingests sources into the configured database, links the
 // ingested span's requests (unless --correlate=false) and prints the
 // summary. An ingest error still prints what was done.
@@ -125,6 +195,13 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 	}
 	defer closeFn()
 	opts := ingest.Options{Force: fl.force, Logger: a.log}
+	var share *correlationShare
+	if fl.worker != "" {
+		co := &workclaim.Coordinator{Store: s, Worker: fl.worker, Lease: fl.lease, Settle: fl.settle}
+		opts.Claims = workerClaims{co}
+		share = &correlationShare{co: co, job: ingest.ClaimJob(sources)}
+		a.log.Info("ingest worker", "worker", fl.worker, "job", share.job, "lease", fl.lease.String())
+	}
 	if !fl.asJSON && term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = &barProgress{}
 	}
@@ -132,7 +209,7 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 	var linked *correlation
 	if fl.correlate {
 		var err error
-		if linked, err = correlateIngested(cmd.Context(), a, s); err != nil {
+		if linked, err = correlateIngested(cmd.Context(), a, s, share); err != nil {
 			ingestErr = errors.Join(ingestErr, err)
 		}
 	}
@@ -174,10 +251,65 @@ type correlation struct {
 // and the next ingest, even one that finds every source already complete,
 // finishes it. Linking a span again writes the same facts with a newer
 // version, which replaces the older rows.
-func correlateIngested(ctx context.Context, a *app, s *chstore.Store) (*correlation, error) {
+//
+// Ingest workers (share not nil) all finish with the same pending span;
+// one of them links it, the one that claims it (the span's watermark is
+// the unit), and the others wait until it is recorded: linking it twice
+// would cost time, not correctness. If that worker dies, its claim runs
+// out and a waiting worker links the span.
+func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *correlationShare) (_ *correlation, err error) {
 	sp, ok, err := ingest.PendingCorrelation(ctx, s)
 	if err != nil || !ok {
 		return nil, err
+	}
+	if share != nil {
+		var h *workclaim.Held
+		// Not claimed: another worker links the span, or this worker's
+		// claim was withdrawn (acknowledged too late). Wait until the span
+		// is linked (nothing pending any more) or the claim can be had
+		// (the other worker's lease ran out, or it released the span).
+		for {
+			var cerr error
+			if h, cerr = share.co.Claim(ctx, share.job, fmt.Sprintf("correlate/%d", sp.Watermark)); cerr != nil {
+				return nil, fmt.Errorf("claim request linking: %w", cerr)
+			}
+			if h != nil {
+				break
+			}
+			a.log.Info("waiting for another ingest worker to link the span", "watermark", sp.Watermark)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(min(max(share.co.Lease/4, 100*time.Millisecond), 2*time.Second)):
+			}
+			if sp, ok, err = ingest.PendingCorrelation(ctx, s); err != nil || !ok {
+				return nil, err
+			}
+		}
+		// Renewed while it runs (a big span takes longer than a lease);
+		// done once the step is recorded, released if it failed, so that
+		// a later ingest links the span still pending.
+		stop := make(chan struct{})
+		go func() {
+			t := time.NewTicker(max(share.co.Lease/3, time.Second))
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					_ = h.Renew(ctx)
+				}
+			}
+		}()
+		defer func() {
+			close(stop)
+			end := h.Release
+			if err == nil {
+				end = h.Done
+			}
+			_ = end(context.WithoutCancel(ctx))
+		}()
 	}
 	t0 := time.Now()
 	cfg := a.analyzeConfig()

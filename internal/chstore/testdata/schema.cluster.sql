@@ -671,6 +671,26 @@ SELECT reconstruction_id, key, affected_role, tenant
 FROM kvtrail.affected
 ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
 
+-- 0009_work_claims.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.work_claims_local ON CLUSTER kvtrail_cluster
+(
+    job            String,
+    unit           String,
+    attempt        UInt32,
+    worker         String,
+    state          String,
+    at_ns          UInt64,
+    lease_until_ns UInt64,
+    day            DateTime
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/work_claims_local', '{replica}')
+PARTITION BY toYYYYMM(day)
+ORDER BY (job, unit, attempt)
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS kvtrail.work_claims ON CLUSTER kvtrail_cluster AS kvtrail.work_claims_local ENGINE = Distributed(kvtrail_cluster, kvtrail, work_claims_local, cityHash64(job));
+
 -- 0010_metric_series.sql;
 
 CREATE TABLE IF NOT EXISTS kvtrail.metric_series_local ON CLUSTER kvtrail_cluster

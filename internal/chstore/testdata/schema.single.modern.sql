@@ -683,6 +683,24 @@ SELECT reconstruction_id, key, affected_role, tenant
 FROM kvtrail.affected
 ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key;
 
+-- 0009_work_claims.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.work_claims 
+(
+    job            String,
+    unit           String,
+    attempt        UInt32,
+    worker         String,
+    state          String,
+    at_ns          UInt64,
+    lease_until_ns UInt64,
+    day            DateTime
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(day)
+ORDER BY (job, unit, attempt)
+SETTINGS index_granularity = 1024;
+
 -- 0010_metric_series.sql;
 
 CREATE TABLE IF NOT EXISTS kvtrail.metric_series 
