@@ -16,6 +16,7 @@ import (
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/workclaim"
 )
 
 func init() {
@@ -49,18 +50,36 @@ func newAnalyzeCmd(a *app) *cobra.Command {
 	var (
 		from, to, manifest string
 		names              []string
+		wf                 analyzeWorkerFlags
 	)
 	c := &cobra.Command{
-		Use:   "analyze [--from T --to T] [--analyzer NAME...]",
+		Use:   "analyze [--from T --to T] [--analyzer NAME...] [--new-job | --worker NAME --job ID]",
 		Short: "Run analyzers over a window, record runs and findings, rebuild the affected-customer list",
 		Long: `analyze links every client request across gateway, prefill, transfer and decode
 (request_facts), runs the analyzers (docs/analyzers.md) over requests that
 started in [--from, --to) (default: all data), records each run and its
 findings, and rebuilds the affected-customer list from the latest runs.
 
+A window of more than analyze.slice_requests requests is read in slices, so
+memory stays bounded. Several processes, on any machines that reach the
+database, can share one analysis: --new-job prints a job id, and each
+"analyze --worker NAME --job ID" (same window) claims slices through
+ClickHouse; a worker that dies is taken over after --lease, and one of them
+concludes as a single process would (docs/cluster.md).
+
 Analyzers: ` + strings.Join(analyze.Names(), ", ") + `.
 It exits non-zero only when something failed, never because of findings.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if wf.newJob {
+				if wf.worker != "" || wf.job != "" {
+					return usageError{errors.New("--new-job names a job; run the workers with --worker and --job")}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), analyze.NewJobID(time.Now()))
+				return nil
+			}
+			if (wf.worker == "") != (wf.job == "") {
+				return usageError{errors.New("--worker and --job go together (kvtrail analyze --new-job prints a job id)")}
+			}
 			f, err := parseTime("from", from)
 			if err != nil {
 				return err
@@ -92,6 +111,9 @@ It exits non-zero only when something failed, never because of findings.`,
 			defer closeFn()
 			cfg := a.analyzeConfig()
 			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log}
+			if wf.worker != "" {
+				return runAnalyzeWorker(cmd.Context(), cmd.OutOrStdout(), r, s, analyze.Window{From: f, To: t}, names, wf)
+			}
 			rep, err := r.Run(cmd.Context(), analyze.Window{From: f, To: t}, names)
 			if rep != nil {
 				printReport(cmd.OutOrStdout(), rep)
@@ -110,6 +132,12 @@ It exits non-zero only when something failed, never because of findings.`,
 	fl.StringVar(&to, "to", "", "window end (UTC), exclusive; default: latest data")
 	fl.StringSliceVar(&names, "analyzer", nil, "run only these analyzers (repeatable)")
 	fl.StringVar(&manifest, "manifest", "", "sources manifest whose endpoints name the nodes (optional)")
+	fl.BoolVar(&wf.newJob, "new-job", false, "print a new analysis job id for --worker processes to share, and exit")
+	fl.StringVar(&wf.worker, "worker", "", "take part in --job as this worker (a name unique among the job's workers)")
+	fl.StringVar(&wf.job, "job", "", "with --worker: the job id --new-job printed")
+	fl.DurationVar(&wf.lease, "lease", workclaim.DefaultLease, "with --worker: how long a slice's claim holds without renewal; a dead worker's slices are taken over after it")
+	fl.DurationVar(&wf.settle, "claim-settle", workclaim.DefaultSettle, "with --worker: wait between claiming a slice and confirming the claim (more than twice the clock skew between the workers' machines)")
+	_ = fl.MarkHidden("claim-settle")
 	return c
 }
 
