@@ -173,8 +173,10 @@ func TestIngestWorkersEqualSingleProcess(t *testing.T) {
 
 // On the sharded, replicated cluster (2 shards × 2 replicas of 18.16), two
 // `kvtrail ingest --worker` processes connected to different hosts split
-// the sources and give the single-server ingest's rows. Kept small: it
-// runs in CI.
+// the sources and give the single-server ingest's rows; then two
+// `kvtrail analyze --worker` processes, one killed holding a slice, give
+// the single-server analysis's findings and notification list. Kept
+// small: it runs in CI.
 func TestClusterIngestWorkersEqualSingleServer(t *testing.T) {
 	ctx := context.Background()
 	sim := t.TempDir()
@@ -236,6 +238,22 @@ func TestClusterIngestWorkersEqualSingleServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("sources done per worker: %v", per)
+
+	// Then two analysis workers, connected to different hosts, share the
+	// analysis of the cluster's data in slices; a is killed holding one.
+	// The findings and the notification list equal a single analyze of
+	// the single server's ingest.
+	env = append(env, sliceEnv)
+	if out, errOut, code := run(t, t.TempDir(), env, "analyze"); code != 0 {
+		t.Fatalf("single-server analyze: exit %d\n%s\n%s", code, out, errOut)
+	}
+	wantF, wantA := analysisSnapshot(t, single)
+	t2 := time.Now()
+	runAnalysisWorkers(t, dir, append(envA, sliceEnv), append(envB, sliceEnv), cs)
+	t.Logf("cluster, two analysis workers (one killed): %s", time.Since(t2))
+	gotF, gotA := analysisSnapshot(t, cs)
+	compare(t, "cluster analysis workers: findings (id severity confidence foreign)", wantF, gotF)
+	compare(t, "cluster analysis workers: notification list (tenant role tier requests)", wantA, gotA)
 }
 
 // The measurement behind docs/cluster.md's ingest-worker figures: the same
