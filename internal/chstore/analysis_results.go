@@ -209,7 +209,56 @@ func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created tim
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("insert affected: %w", err)
 	}
-	return nil
+	return s.saveAffectedKeys(ctx, id, rows)
+}
+
+const anInsertAffectedKeys = `INSERT INTO affected_keys (reconstruction_id, key, affected_role, tenant)`
+
+// anKeyBatch bounds one affected_keys insert.
+const anKeyBatch = 100_000
+
+// saveAffectedKeys writes the lookup rows of a reconstruction: one per
+// request key ('r:') and finding id ('f:') of each row, with its role and
+// tenant (migration 0012 says why kvtrail, not a view, writes them).
+func (s *Store) saveAffectedKeys(ctx context.Context, id string, rows []domain.AffectedRow) error {
+	type key struct{ key, role, tenant string }
+	var batch []key
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b, err := s.PrepareBatch(ctx, anInsertAffectedKeys)
+		if err != nil {
+			return fmt.Errorf("prepare affected_keys insert: %w", err)
+		}
+		for _, k := range batch {
+			if err := b.Append(id, k.key, k.role, k.tenant); err != nil {
+				_ = b.Abort()
+				return fmt.Errorf("append affected key: %w", err)
+			}
+		}
+		batch = batch[:0]
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert affected_keys: %w", err)
+		}
+		return nil
+	}
+	for _, a := range rows {
+		for _, pre := range []struct {
+			p    string
+			list []string
+		}{{"r:", a.RequestKeys}, {"f:", a.FindingIDs}} {
+			for _, k := range pre.list {
+				batch = append(batch, key{pre.p + k, string(a.Role), a.Tenant})
+				if len(batch) >= anKeyBatch {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return flush()
 }
 
 const anLatestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`

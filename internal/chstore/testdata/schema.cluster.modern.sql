@@ -825,3 +825,7 @@ ORDER BY (job, slice, worker, analyzer)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.analysis_slices ON CLUSTER kvtrail_cluster AS kvtrail.analysis_slices_local ENGINE = Distributed(kvtrail_cluster, kvtrail, analysis_slices_local, cityHash64(job));
+
+-- 0012_affected_keys_written.sql;
+
+DROP TABLE IF EXISTS kvtrail.affected_keys_mv_local ON CLUSTER kvtrail_cluster;

@@ -741,3 +741,7 @@ ENGINE = MergeTree
 PARTITION BY toYYYYMM(saved_at)
 ORDER BY (job, slice, worker, analyzer)
 SETTINGS index_granularity = 8192;
+
+-- 0012_affected_keys_written.sql;
+
+DROP TABLE IF EXISTS kvtrail.affected_keys_mv;
