@@ -89,7 +89,12 @@ func analyzeRSS(t *testing.T, env []string, what string, args ...string) int64 {
 		t.Fatalf("analyze %s: %v\n%s", what, err, out)
 	}
 	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
-	t.Logf("%s: analysis peak RSS %s", what, mb(rss))
+	timings := ""
+	if _, after, ok := strings.Cut(string(out), "\ntimings:\n"); ok {
+		timings = "\n" + after
+	}
+	t.Logf("%s: analysis peak RSS %s, %s of CPU%s", what, mb(rss),
+		(cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Round(time.Millisecond), timings)
 	return rss
 }
 
