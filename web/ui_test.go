@@ -157,6 +157,16 @@ func mustExec(t testing.TB, st *chstore.Store, sql string, rows ...[]any) {
 	if err := b.Send(); err != nil {
 		t.Fatalf("send %s: %v", sql, err)
 	}
+	if strings.HasPrefix(sql, "INSERT INTO affected (") {
+		// Seeded rows bypass SaveAffected, which writes the lookup keys of
+		// a reconstruction (migration 0012): derive them as it does.
+		// Repeats are harmless (a ReplacingMergeTree, read by key).
+		if err := st.Exec(ctx, `INSERT INTO affected_keys (reconstruction_id, key, affected_role, tenant)
+SELECT reconstruction_id, key, affected_role, tenant FROM affected
+ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x -> concat('f:', x), finding_ids)) AS key`); err != nil {
+			t.Fatalf("affected keys of the seeded rows: %v", err)
+		}
+	}
 }
 
 // seed writes n requests for tenant acme plus a victim request, its engine
