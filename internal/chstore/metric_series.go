@@ -32,9 +32,9 @@ const metricSampleLabelsSQL = `SELECT node, name, series_id,
  if(notEmpty(label_keys), label_keys, series_keys) AS keys,
  if(notEmpty(label_keys), label_values, series_values) AS vals, ts_ms, value
 FROM (SELECT node, name, series_id, label_keys, label_values, ts_ms, value
- FROM metric_samples FINAL WHERE ? = '' OR name = ?)
+ FROM metric_samples FINAL WHERE ? = '' OR name = ?) AS samples
 GLOBAL ANY LEFT JOIN (SELECT series_id, node, label_keys AS series_keys, label_values AS series_values
- FROM metric_series FINAL WHERE ? = '' OR name = ?) USING (series_id, node)
+ FROM metric_series FINAL WHERE ? = '' OR name = ?) AS series USING (series_id, node)
 ORDER BY node, name, series_id, ts_ms`
 
 // EachMetricSample calls fn for every stored sample of the metric name
