@@ -130,8 +130,8 @@ func TestIngestSimulatedIncident(t *testing.T) {
 	if got := count(t, s, "SELECT uniqExact(series_id, node) FROM metric_samples"); got == 0 {
 		t.Error("no metric samples")
 	}
-	q := `SELECT count() FROM (SELECT series_id, node, min(ts) AS first FROM metric_samples GROUP BY series_id, node)
- ANY LEFT JOIN (SELECT series_id, node, first_seen, label_keys FROM metric_series FINAL) USING (series_id, node)
+	q := `SELECT count() FROM (SELECT series_id, node, min(ts) AS first FROM metric_samples GROUP BY series_id, node) AS s
+ ANY LEFT JOIN (SELECT series_id, node, first_seen, label_keys FROM metric_series FINAL) AS m USING (series_id, node)
  WHERE first_seen != first OR empty(label_keys)`
 	if got := count(t, s, q); got != 0 {
 		t.Errorf("%d series without a metric_series row, its labels or its first sample time", got)
