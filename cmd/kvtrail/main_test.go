@@ -256,16 +256,16 @@ func TestServeManagedClickHouseLifecycle(t *testing.T) {
 	}
 }
 
-// TestProfileFlags: the hidden --cpuprofile and --memprofile flags write
-// profiles pprof can read, for any command.
+// TestProfileFlags: the hidden --cpuprofile, --memprofile and
+// --heapprofile flags write profiles pprof can read, for any command.
 func TestProfileFlags(t *testing.T) {
 	dir := t.TempDir()
-	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
-	_, errOut, code := run(t, dir, nil, "config", "print", "--cpuprofile", cpu, "--memprofile", mem)
+	cpu, mem, heap := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof"), filepath.Join(dir, "heap.prof")
+	_, errOut, code := run(t, dir, nil, "config", "print", "--cpuprofile", cpu, "--memprofile", mem, "--heapprofile", heap)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, p := range []string{cpu, mem} {
+	for _, p := range []string{cpu, mem, heap} {
 		out, err := exec.Command("go", "tool", "pprof", "-top", binary, p).CombinedOutput()
 		if err != nil {
 			t.Fatalf("pprof cannot read %s: %v\n%s", filepath.Base(p), err, out)

@@ -26,8 +26,10 @@ type app struct {
 	// chAddrs are the ClickHouse endpoints in use (the managed server's
 	// once started), for tools such as clickhouse-client.
 	chAddrs []string
-	// stopProfile ends the --cpuprofile profile, if one runs.
-	stopProfile func()
+	// stopProfile ends the --cpuprofile profile, if one runs, and
+	// stopHeapProfile the --heapprofile sampler.
+	stopProfile     func()
+	stopHeapProfile func() error
 	// command is the running command's path ("kvtrail serve"), and
 	// embedded the held embedded store (clickhouse.engine: embedded), so
 	// that a serving process can record its URL for others (embedded.go).
@@ -88,12 +90,24 @@ func newRootCmd() *cobra.Command {
 				}
 				a.stopProfile = stop
 			}
+			if path, _ := cmd.Flags().GetString("heapprofile"); path != "" {
+				stop, err := startPeakHeapProfile(path)
+				if err != nil {
+					return err
+				}
+				a.stopHeapProfile = stop
+			}
 			a.command = cmd.CommandPath()
 			return a.load(cmd)
 		},
 		PersistentPostRunE: func(cmd *cobra.Command, _ []string) error {
 			if a.stopProfile != nil {
 				a.stopProfile()
+			}
+			if a.stopHeapProfile != nil {
+				if err := a.stopHeapProfile(); err != nil {
+					return err
+				}
 			}
 			if path, _ := cmd.Flags().GetString("memprofile"); path != "" {
 				return writeAllocProfile(path)
@@ -118,6 +132,8 @@ func newRootCmd() *cobra.Command {
 	_ = pf.MarkHidden("cpuprofile")
 	pf.String("memprofile", "", "write a Go allocation profile of the command to this file")
 	_ = pf.MarkHidden("memprofile")
+	pf.String("heapprofile", "", "write a Go heap profile taken near the command's peak heap to this file")
+	_ = pf.MarkHidden("heapprofile")
 
 	root.AddCommand(newConfigCmd(a), newMigrateCmd(a), newServeCmd(a), newDemoCmd(a))
 	for _, extra := range extraCommands {
