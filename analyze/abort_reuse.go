@@ -3,6 +3,8 @@ package analyze
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 )
@@ -48,12 +50,46 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 // abortCase is one decode-side abort mid-transfer and the requests
 // allocated on its rank around it (in allocation order): found slice by
 // slice, judged after them, when the one allocator replay of the window
-// can say which candidates were handed the aborted room's pages.
+// can say which candidates were handed the aborted room's pages. A case
+// holds what the judgement reads, not the linked requests: the cases of
+// every slice are held until the end, and at 2M requests holding their
+// requests' lines was most of what grew with the window.
 type abortCase struct {
 	t     *TransferEvent
-	src   *Fact
+	src   abortSrc
 	rank  int16
-	cands []*Fact
+	cands []abortCand
+}
+
+// abortSrc is the aborted request.
+type abortSrc struct {
+	key, tenant string
+	lines       []uint64
+}
+
+// abortCand is a request allocated on the aborted rank around the abort
+// that finished after it, with its finding drafted (Request.Finding).
+type abortCand struct {
+	room    uint64
+	at, end time.Time // decode receive and end
+	success bool      // the client was told it succeeded
+	fd      Finding
+}
+
+// newAbortCase makes the case of abort t of src on rank from the
+// requests allocated around it (lane order kept); requests that cannot
+// have received the late write (the aborted request, one of its room, one
+// that ended before the abort) are left out.
+func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact) abortCase {
+	c := abortCase{t: t, src: abortSrc{key: src.Key, tenant: src.Tenant, lines: src.Lines()}, rank: rank}
+	for _, v := range around {
+		if v == src || v.Room == t.Room || !v.Decode.End().After(t.TS) {
+			continue
+		}
+		c.cands = append(c.cands, abortCand{room: v.Room, at: v.Decode.TS(), end: v.Decode.End(),
+			success: v.ClientSuccess(), fd: v.Finding()})
+	}
+	return c
 }
 
 // abortPass gathers the aborts of each slice (the slice that owns the
@@ -94,16 +130,13 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 			rank = src.Decode.DPRank
 		}
 		l := lanes[fmt.Sprintf("%s/%d", t.Node, rank)]
-		c := abortCase{t: t, src: src, rank: rank}
 		from := t.TS.Add(-p.a.Window)
 		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
-		for _, v := range l[first:] {
-			if v.Decode.TS().After(t.TS.Add(p.a.Window)) {
-				break
-			}
-			c.cands = append(c.cands, v)
+		last := first
+		for last < len(l) && !l[last].Decode.TS().After(t.TS.Add(p.a.Window)) {
+			last++
 		}
-		p.cases = append(p.cases, c)
+		p.cases = append(p.cases, newAbortCase(t, src, rank, l[first:last]))
 	}
 	return nil, nil
 }
@@ -126,29 +159,27 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 		// the prealloc queue and taken its pages when they were freed; they
 		// are candidates only when the allocator replay hands them one.
 		for _, v := range c.cands {
-			at := v.Decode.TS()
-			if v == src || v.Room == t.Room || !v.Decode.End().After(t.TS) {
-				continue
-			}
-			if at.Before(t.TS.Add(-secondSlack)) {
-				if h := held[v.Room]; !h[t.Room] {
+			if v.at.Before(t.TS.Add(-secondSlack)) {
+				if h := held[v.room]; !h[t.Room] {
 					continue
 				}
 			}
 			order++
-			fd := v.Finding()
-			fd.GroupKey = "abort:" + src.Key
-			fd.Subject = v.Key + "/abort/" + src.Key
-			fd.ForeignRequestKeys = []string{src.Key}
-			if src.Tenant != "" && src.Tenant != v.Tenant {
-				fd.ForeignTenants = []string{src.Tenant}
+			fd := v.fd
+			fd.Details = maps.Clone(v.fd.Details)
+			fd.Evidence = slices.Clone(v.fd.Evidence)
+			fd.GroupKey = "abort:" + src.key
+			fd.Subject = fd.RequestKey + "/abort/" + src.key
+			fd.ForeignRequestKeys = []string{src.key}
+			if src.tenant != "" && src.tenant != fd.Tenant {
+				fd.ForeignTenants = []string{src.tenant}
 			}
 			fd.Evidence = append(fd.Evidence, t.Line)
-			fd.Evidence = append(fd.Evidence, src.Lines()...)
+			fd.Evidence = append(fd.Evidence, src.lines...)
 			exact := pr != nil && pr.Nodes[t.Node]
 			switch {
 			case exact:
-				r := pr.Reads[v.Room]
+				r := pr.Reads[v.room]
 				if r == nil || r.Stale[t.Room] == 0 {
 					continue
 				}
@@ -163,7 +194,7 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 				// Only a deployment known to run with deferred release off
 				// makes a candidate worth notifying on (MEDIUM: it enters
 				// the affected list); otherwise it stays a LOW lead.
-				if h, ok := held[v.Room]; ok && !h[t.Room] {
+				if h, ok := held[v.room]; ok && !h[t.Room] {
 					// The allocator replay gives this request none of the
 					// aborted room's pages under any order: with need_sort
 					// they waited on release_pages past the late write.
@@ -171,19 +202,19 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 					fd.Details["replay"] = "aborted room's pages not handed to this request"
 				}
 				fd.Severity = Low
-				if v.ClientSuccess() && fd.Confidence >= 0.25 && a.DeferredRelease == "off" {
+				if v.success && fd.Confidence >= 0.25 && a.DeferredRelease == "off" {
 					fd.Severity = Medium
 				}
 			}
-			if !v.ClientSuccess() && fd.Severity == High {
+			if !v.success && fd.Severity == High {
 				fd.Severity = Medium
 			}
 			fd.Title = fmt.Sprintf("may have received the in-flight KV of aborted room %d", t.Room)
 			fd.Explanation = fmt.Sprintf("%s rank %d aborted bootstrap_room %d (%s, tenant %s) at %s while its transfer was in flight (%s); "+
 				"this request (tenant %s) was allocated on the same rank %s later, allocation #%d after the abort, and finished at %s. "+
 				"With deferred release off its pages may have received the late write.",
-				t.Node, rank, t.Room, src.Key, src.Tenant, fmtTime(t.TS), t.Reason, v.Tenant,
-				v.Decode.TS().Sub(t.TS).Round(time.Millisecond), order, fmtTime(v.Decode.End()))
+				t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, fd.Tenant,
+				v.at.Sub(t.TS).Round(time.Millisecond), order, fmtTime(v.end))
 			if exact {
 				fd.Explanation += fmt.Sprintf(" Page events confirm it read %s pages last written by the aborted room.", fd.Details["stale_pages_from_aborted_room"])
 			}
@@ -206,8 +237,8 @@ func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageRe
 			continue
 		}
 		for _, v := range c.cands {
-			if v.Room != 0 && v.Room != c.t.Room {
-				want[v.Room] = true
+			if v.room != 0 {
+				want[v.room] = true
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -155,8 +156,7 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids []string, victimFindings []int) {
 	victims = map[string]*victim{}
 	for i, f := range fs {
-		minSev, ok := VictimSeverity(f.Analyzer)
-		if !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
+		if !marksVictim(f.Analyzer, &f) {
 			continue
 		}
 		ids = append(ids, f.ID)
@@ -533,8 +533,9 @@ func addWindowSources(ctx context.Context, d *Dataset, v *victim) error {
 // the sources the findings give themselves.
 func namedKeys(fs []Finding) []string {
 	var keys []string
-	for _, f := range fs {
-		if minSev, ok := VictimSeverity(f.Analyzer); !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
+	for i := range fs {
+		f := &fs[i]
+		if !marksVictim(f.Analyzer, f) {
 			continue
 		}
 		keys = append(keys, f.RequestKey)
@@ -543,14 +544,14 @@ func namedKeys(fs []Finding) []string {
 	return keys
 }
 
-// roomOwners maps writer rooms to their client requests (one bulk query;
-// writers may predate the window).
+// roomOwners maps writer rooms to their client requests (bulk queries;
+// writers may predate the window). A writer this run saved but does not
+// hold is named from its saved row, not linked again: a writer needs only
+// its key, tenant, model, time and decode node, and linking every writer
+// of every victim held their lines (a quarter of the heap at 2M requests).
 func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*source, error) {
-	if err := d.ensureFacts(ctx, nil, rooms); err != nil {
-		return nil, err
-	}
 	out := map[uint64]*source{}
-	var missing []uint64
+	var unheld, missing []uint64
 	for _, r := range uniqSortedU64(rooms) {
 		if f := d.ByRoom[r]; f != nil && f.Tenant != "" {
 			s := &source{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS}
@@ -560,7 +561,31 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 			out[r] = s
 			continue
 		}
+		if r != 0 && d.ByRoom[r] == nil && !d.complete {
+			unheld = append(unheld, r)
+			continue
+		}
 		missing = append(missing, r)
+	}
+	if len(unheld) > 0 {
+		refs, err := d.DB.RunFactRefs(ctx, d.factsVersion, d.Window.From, d.Window.To, nil, unheld)
+		if err != nil {
+			return nil, fmt.Errorf("owners of writer rooms: %w", err)
+		}
+		byRoom := map[uint64]domain.FactRef{}
+		for _, ref := range refs {
+			if d.Window.Contains(ref.TS) {
+				byRoom[ref.Room] = ref
+			}
+		}
+		for _, r := range unheld {
+			ref, ok := byRoom[r]
+			if !ok || ref.Tenant == "" {
+				missing = append(missing, r)
+				continue
+			}
+			out[r] = &source{key: ref.Key, tenant: ref.Tenant, model: ref.Model, ts: ref.TS, node: ref.DecodeNode}
+		}
 	}
 	if len(missing) == 0 {
 		return out, nil

@@ -95,9 +95,9 @@ type abortState struct {
 func (p *abortPass) state() (string, error) {
 	st := make([]abortState, 0, len(p.cases))
 	for _, c := range p.cases {
-		s := abortState{T: *c.t, Src: c.src.Key, Rank: c.rank}
+		s := abortState{T: *c.t, Src: c.src.key, Rank: c.rank}
 		for _, v := range c.cands {
-			s.Cands = append(s.Cands, v.Key)
+			s.Cands = append(s.Cands, v.fd.RequestKey)
 		}
 		st = append(st, s)
 	}
@@ -119,18 +119,19 @@ func (p *abortPass) absorb(ctx context.Context, wd *Dataset, state string) error
 	}
 	for _, s := range st {
 		t := s.T
-		c := abortCase{t: &t, src: wd.ByKey[s.Src], rank: s.Rank}
-		if c.src == nil {
+		src := wd.ByKey[s.Src]
+		if src == nil {
 			return fmt.Errorf("abort state: aborted request %s cannot be linked again", s.Src)
 		}
+		cands := make([]*Fact, 0, len(s.Cands))
 		for _, k := range s.Cands {
 			v := wd.ByKey[k]
 			if v == nil {
 				return fmt.Errorf("abort state: candidate %s cannot be linked again", k)
 			}
-			c.cands = append(c.cands, v)
+			cands = append(cands, v)
 		}
-		p.cases = append(p.cases, c)
+		p.cases = append(p.cases, newAbortCase(&t, src, s.Rank, cands))
 	}
 	return nil
 }

@@ -55,3 +55,13 @@ func VictimSeverity(analyzer string) (min Severity, ok bool) {
 	}
 	return r.Victims, true
 }
+
+// marksVictim reports whether f, a finding of analyzer, makes its request
+// a victim of the reconstruction: the analyzer marks victims, at f's
+// severity or above. (A slice's findings do not carry their analyzer's
+// name yet: finalize sets it.)
+func marksVictim(analyzer string, f *Finding) bool {
+	minSev, ok := VictimSeverity(analyzer)
+	return ok && f.Severity.Rank() <= minSev.Rank() && f.RequestKey != ""
+}
+

@@ -28,9 +28,14 @@ type sharedReplay struct {
 }
 
 // noteFindings records findings of this run that make victims, so the
-// first replay can answer for them too.
+// first replay can answer for them too (only those: the others are most of
+// the findings).
 func (d *Dataset) noteFindings(fs []Finding) {
-	d.noted = append(d.noted, fs...)
+	for i := range fs {
+		if marksVictim(fs[i].Analyzer, &fs[i]) {
+			d.noted = append(d.noted, fs[i])
+		}
+	}
 }
 
 // replayWants is the reconstruction's choice of rooms to replay: per
@@ -44,8 +49,7 @@ func replayWants(d *Dataset, pr *pageReplay, fs []Finding) (want, placeholder ma
 	ph := map[string]bool{}
 	var keys []string
 	for _, f := range fs {
-		minSev, ok := VictimSeverity(f.Analyzer)
-		if !ok || f.Severity.Rank() > minSev.Rank() || f.RequestKey == "" {
+		if !marksVictim(f.Analyzer, &f) {
 			continue
 		}
 		if _, seen := room[f.RequestKey]; !seen {

@@ -390,7 +390,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 				continue
 			}
 			fs = slices.DeleteFunc(fs, func(f Finding) bool { return !d.owns(f.TS) })
-			d.keep(fs)
+			d.keep(sel[i].Name(), fs)
 			found[i] = append(found[i], fs...)
 		}
 		if len(plan) == 1 {

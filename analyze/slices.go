@@ -135,9 +135,12 @@ func (d *Dataset) owns(t time.Time) bool {
 	return true
 }
 
-// keep retains, on the window's Dataset, the requests a slice's findings
-// name, so steps after the slices find them without reading them again.
-func (d *Dataset) keep(fs []Finding) {
+// keep retains, on the window's Dataset, the requests a slice's victim
+// findings name, so the reconstruction finds them without reading them
+// again. Other findings' requests are not kept: they are the most of the
+// findings (abort_reuse's low leads) and would make the window's memory
+// grow with them.
+func (d *Dataset) keep(analyzer string, fs []Finding) {
 	wd := d.parent
 	if wd == nil {
 		return
@@ -147,10 +150,12 @@ func (d *Dataset) keep(fs []Finding) {
 			wd.remember(f)
 		}
 	}
-	for _, f := range fs {
-		if f.RequestKey != "" {
-			put(f.RequestKey)
+	for i := range fs {
+		f := &fs[i]
+		if !marksVictim(analyzer, f) {
+			continue
 		}
+		put(f.RequestKey)
 		for _, k := range f.ForeignRequestKeys {
 			put(k)
 		}

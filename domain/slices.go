@@ -12,13 +12,17 @@ type Bucket struct {
 }
 
 // FactRef points back at a saved request fact: its key, room and time, and
-// the evidence lines it was linked from (enough to link it again).
+// the evidence lines it was linked from (enough to link it again), with
+// the few fields that name a writer room's owner without linking it.
 type FactRef struct {
-	Key     string
-	Room    uint64
-	TS      time.Time
-	Lines   []uint64
-	Version uint64
+	Key        string
+	Room       uint64
+	TS         time.Time
+	Lines      []uint64
+	Version    uint64
+	Tenant     string
+	Model      string
+	DecodeNode string
 }
 
 // SortFactRefs orders refs by time, then key (deterministic).

@@ -37,7 +37,7 @@ lists agree with the truth.`,
 			}
 			defer closeFn()
 			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir,
-				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig()})
+				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB)})
 			if err != nil {
 				return err
 			}

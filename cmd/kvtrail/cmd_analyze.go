@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,6 +34,25 @@ func (a *app) analyzeConfig() analyze.Config {
 		AbortReuseWindow: c.AbortReuseWindow, DeferredRelease: c.DeferredRelease, GapThreshold: c.GapThreshold,
 		SliceRequests: c.SliceRequests,
 	}
+}
+
+// setMemoryLimit sets the process' soft memory limit to mb MiB (none for
+// 0), unless GOMEMLIMIT set one. Without it the heap may grow to twice
+// what is live between collections and the runtime returns freed memory
+// lazily: an analysis whose live heap is 330 MB peaked at 0.9-1.2 GB RSS.
+func setMemoryLimit(mb int) {
+	if lim := analyzeMemoryLimit(mb); lim > 0 {
+		debug.SetMemoryLimit(lim)
+	}
+}
+
+// analyzeMemoryLimit is the limit in bytes analysis runs under: mb MiB,
+// or none (0) for mb 0 or when GOMEMLIMIT is set (the runtime applied it).
+func analyzeMemoryLimit(mb int) int64 {
+	if mb <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	return int64(mb) << 20
 }
 
 func parseTime(flag, v string) (time.Time, error) {
@@ -109,6 +130,7 @@ It exits non-zero only when something failed, never because of findings.`,
 				return err
 			}
 			defer closeFn()
+			setMemoryLimit(a.cfg.Analyze.MemoryLimitMB)
 			cfg := a.analyzeConfig()
 			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log}
 			if wf.worker != "" {

@@ -77,6 +77,10 @@ type IncidentOptions struct {
 	Dir    string
 	Ingest ingest.Options
 	Cfg    analyze.Config
+	// AnalyzeMemoryLimit is the soft memory limit (bytes) during the
+	// analyze phase, as `kvtrail analyze` sets it (0: none); the other
+	// phases run without one.
+	AnalyzeMemoryLimit int64
 }
 
 // DiskStore is what the incident benchmark needs beyond analysis.
@@ -140,6 +144,9 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		return res, err
 	}
 	if err := phase("analyze", func() error {
+		if o.AnalyzeMemoryLimit > 0 {
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.AnalyzeMemoryLimit))
+		}
 		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench"}
 		rep, err := r.Run(ctx, analyze.Window{}, nil)
 		if err == nil && rep.Errors() {

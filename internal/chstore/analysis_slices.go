@@ -75,11 +75,11 @@ func (s *Store) PrefillHostVotes(ctx context.Context, from, to time.Time) (map[s
 // have replaced a row since) in [from, to], found by key or by room. A key
 // can have rows of several versions until merged; the newest wins.
 const (
-	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version FROM request_facts
+	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key IN (SELECT arrayJoin(?))`
-	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version FROM request_facts
+	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(?))`
-	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version FROM request_facts
+	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
 )
 
@@ -127,7 +127,7 @@ func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, que
 	for rows.Next() {
 		var r domain.FactRef
 		var ns uint64
-		if err := rows.Scan(&r.Key, &r.Room, &ns, &r.Lines, &r.Version); err != nil {
+		if err := rows.Scan(&r.Key, &r.Room, &ns, &r.Lines, &r.Version, &r.Tenant, &r.Model, &r.DecodeNode); err != nil {
 			return fmt.Errorf("scan saved request fact: %w", err)
 		}
 		r.TS = time.Unix(0, int64(ns)).UTC()

@@ -33,6 +33,13 @@ type Analyze struct {
 	// slices of about this many (memory stays bounded); -1 reads any
 	// window whole.
 	SliceRequests int `mapstructure:"slice_requests" yaml:"slice_requests"`
+	// MemoryLimitMB is the soft memory limit (Go's GOMEMLIMIT) of a
+	// `kvtrail analyze` process, in MiB: the garbage collector works harder
+	// as the process nears it, instead of letting the heap double its live
+	// size between collections. The live heap of default slices is 200–350
+	// MB; a limit it exceeds costs CPU, never the analysis. 0 sets none
+	// (the GOMEMLIMIT environment variable, if set, wins).
+	MemoryLimitMB int `mapstructure:"memory_limit_mb" yaml:"memory_limit_mb"`
 }
 
 func defaultAnalyze() Analyze {
@@ -47,6 +54,7 @@ func defaultAnalyze() Analyze {
 		DeferredRelease:        "unknown",
 		GapThreshold:           10 * time.Minute,
 		SliceRequests:          100_000,
+		MemoryLimitMB:          512,
 	}
 }
 
@@ -81,6 +89,9 @@ func (c Analyze) validate() []error {
 	}
 	if c.SliceRequests == 0 || c.SliceRequests < -1 {
 		errs = append(errs, fmt.Errorf("analyze.slice_requests: must be positive, or -1 to read every window whole, got %d", c.SliceRequests))
+	}
+	if c.MemoryLimitMB < 0 {
+		errs = append(errs, fmt.Errorf("analyze.memory_limit_mb: must not be negative (0 sets no limit), got %d", c.MemoryLimitMB))
 	}
 	return errs
 }
