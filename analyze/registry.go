@@ -64,4 +64,3 @@ func marksVictim(analyzer string, f *Finding) bool {
 	minSev, ok := VictimSeverity(analyzer)
 	return ok && f.Severity.Rank() <= minSev.Rank() && f.RequestKey != ""
 }
-
