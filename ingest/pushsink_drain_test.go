@@ -59,7 +59,7 @@ func privateClickHouse(t *testing.T) (*chstore.Store, func() *chlocal.Server, fu
 	return s, start, stop
 }
 
-// The "push hangs during drain": ClickHouse is stopped for 20 s
+// The "push hangs during drain": ClickHouse is stopped for 10 s
 // while 5 clients push, then restarted. Pushes keep being acknowledged
 // quickly throughout (p99 under 1 s), the backlog drains, and every
 // acknowledged line is stored and counted exactly once.
@@ -128,14 +128,16 @@ func TestPushLatencyWhileOutageDrains(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second)
 	stop()
-	time.Sleep(20 * time.Second)
+	time.Sleep(10 * time.Second)
 	lagDuringOutage := sink.Stats().DrainLagSeconds
 	backlog := sink.Stats().SpoolRecords
 	restart := time.Now()
 	start()
 	drainedBefore := sink.Stats().DrainedLines
-	// Keep pushing while the backlog drains, and a little after.
-	deadline := time.Now().Add(90 * time.Second)
+	// Keep pushing while the backlog drains, and a little after: for 30 s
+	// at most, as five clients pushing without pause can outpace the drain
+	// on a loaded 2-core machine (the final Drain below stores the rest).
+	deadline := time.Now().Add(30 * time.Second)
 	for sink.Stats().SpoolRecords > 10 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -163,8 +165,8 @@ func TestPushLatencyWhileOutageDrains(t *testing.T) {
 	if p(0.99) >= time.Second {
 		t.Errorf("push p99 %v, want under 1s while the outage drains", p(0.99))
 	}
-	if lagDuringOutage < 15 {
-		t.Errorf("drain lag during a 20 s outage reported as %.1fs", lagDuringOutage)
+	if lagDuringOutage < 8 {
+		t.Errorf("drain lag during a 10 s outage reported as %.1fs", lagDuringOutage)
 	}
 	if got := count(t, s, "SELECT count() FROM (SELECT DISTINCT line_id FROM raw_lines WHERE node LIKE 'drain-%')"); got != uint64(total) {
 		t.Errorf("stored %d distinct lines, want the %d acknowledged", got, total)
