@@ -340,8 +340,54 @@ const anForeignChunkBytes = 96 << 10
 // given findings into their stored rows, so every reader of the findings
 // table (the CLI, the UI, exports) sees them. One ALTER ... UPDATE
 // mutation per chunk of findings; ClickHouse applies it in the background
-// (18.16 has no synchronous mutations), normally within seconds.
+// (18.16 has no synchronous mutations), so it then waits until no mutation
+// of the table is left (at most foreignApplyTimeout): an analysis that
+// has returned shows its foreign tenants. Without the wait a reader right
+// after `kvtrail analyze` could see a victim with none, as a loaded CI
+// machine once did.
 func (s *Store) SaveFindingForeign(ctx context.Context, fs []domain.Finding) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	if err := s.saveFindingForeign(ctx, fs); err != nil {
+		return err
+	}
+	return s.waitMutations(ctx, "findings", foreignApplyTimeout)
+}
+
+// foreignApplyTimeout bounds the wait for the foreign-tenant mutations.
+const foreignApplyTimeout = 5 * time.Minute
+
+// waitMutations waits until table, on this server or every server of the
+// cluster, has no unfinished mutation, or fails after timeout.
+func (s *Store) waitMutations(ctx context.Context, table string, timeout time.Duration) error {
+	from := "system.mutations"
+	if c := s.Cluster(); c != "" {
+		from = "cluster('" + c + "', system, mutations)"
+		table += "_local"
+	}
+	q := "SELECT count() FROM " + from + " WHERE database = ? AND table = ? AND is_done = 0"
+	deadline := time.Now().Add(timeout)
+	for {
+		var n uint64
+		if err := s.QueryRow(ctx, q, s.Database(), table).Scan(&n); err != nil {
+			return fmt.Errorf("wait for mutations of %s: %w", table, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d mutations of %s still running after %s", n, table, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) saveFindingForeign(ctx context.Context, fs []domain.Finding) error {
 	table := "findings"
 	if s.Cluster() != "" {
 		// ON CLUSTER resolves unqualified names in each server's default
