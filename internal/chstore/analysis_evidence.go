@@ -385,7 +385,17 @@ func (s *Store) ScanDecodeLines(ctx context.Context, from, to time.Time, fn func
 	return nil
 }
 
+// decodeStreamTimeout bounds one decode node's stream for the replay.
+// clickhouse-go sets its read timeout once per query, not per packet, so
+// clickhouse.read_timeout (60 s) bounds the whole stream, including the
+// time the replay spends on each row: at 5M requests a node's stream took
+// longer and failed with "i/o timeout". A context deadline replaces the
+// read timeout for that query.
+const decodeStreamTimeout = 30 * time.Minute
+
 func (s *Store) scanDecodeNode(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error {
+	ctx, cancel := context.WithTimeout(ctx, decodeStreamTimeout)
+	defer cancel()
 	rows, err := s.Query(ctx, anDecodeEventsSQL, UnixArg(from), UnixArg(to), node)
 	if err != nil {
 		return fmt.Errorf("load decode events of %s for replay: %w", node, err)
