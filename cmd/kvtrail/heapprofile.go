@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/metrics"
-	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -66,18 +65,4 @@ func (p *peakHeapProfiler) run() {
 	}
 }
 
-func (p *peakHeapProfiler) write() error {
-	tmp := p.path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	return os.Rename(tmp, p.path)
-}
+func (p *peakHeapProfiler) write() error { return writeProfile("heap", "heap profile", p.path) }

@@ -52,16 +52,25 @@ func startCPUProfile(path string) (stop func(), err error) {
 
 // writeAllocProfile writes the allocations made so far (go tool pprof
 // -sample_index=alloc_space) to path.
-func writeAllocProfile(path string) error {
-	f, err := os.Create(path)
+func writeAllocProfile(path string) error { return writeProfile("allocs", "memory profile", path) }
+
+// writeProfile writes the named runtime profile to path, through a
+// temporary file so a reader never sees half of one; what names the
+// profile in errors.
+func writeProfile(name, what, path string) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("memory profile: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		f.Close()
-		return fmt.Errorf("memory profile: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return os.Rename(tmp, path)
 }
 
 const flagKey = "kvtrail_config_key"
