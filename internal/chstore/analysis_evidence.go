@@ -126,7 +126,8 @@ func (s *Store) ScanEngineEvents(ctx context.Context, from, to time.Time, fn fun
 
 // scanEngine runs an engine_events select of anEngineEventsSQL's columns.
 func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn func(*domain.EngineEvent) error) error {
-	rows, err := s.Query(ctx, query, args...)
+	rows, done, err := s.Stream(ctx, query, args...)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("load engine events: %w", err)
 	}
@@ -170,7 +171,8 @@ func (s *Store) ScanTransferEvents(ctx context.Context, from, to time.Time, fn f
 // scanTransfer runs a transfer_events select of anTransferEventsSQL's
 // columns.
 func (s *Store) scanTransfer(ctx context.Context, query string, args []any, fn func(*domain.TransferEvent) error) error {
-	rows, err := s.Query(ctx, query, args...)
+	rows, done, err := s.Stream(ctx, query, args...)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("load transfer events: %w", err)
 	}
@@ -218,7 +220,8 @@ func (s *Store) ScanGatewayResponses(ctx context.Context, w domain.Window, fn fu
 // scanGateway runs a gateway_responses select of anGatewaySQL's columns;
 // each (request id, line) once.
 func (s *Store) scanGateway(ctx context.Context, query string, args []any, fn func(*domain.GatewayResponse) error) error {
-	rows, err := s.Query(ctx, query, args...)
+	rows, done, err := s.Stream(ctx, query, args...)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("load gateway responses: %w", err)
 	}
@@ -385,18 +388,9 @@ func (s *Store) ScanDecodeLines(ctx context.Context, from, to time.Time, fn func
 	return nil
 }
 
-// decodeStreamTimeout bounds one decode node's stream for the replay.
-// clickhouse-go sets its read timeout once per query, not per packet, so
-// clickhouse.read_timeout (60 s) bounds the whole stream, including the
-// time the replay spends on each row: at 5M requests a node's stream took
-// longer and failed with "i/o timeout". A context deadline replaces the
-// read timeout for that query.
-const decodeStreamTimeout = 30 * time.Minute
-
 func (s *Store) scanDecodeNode(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error {
-	ctx, cancel := context.WithTimeout(ctx, decodeStreamTimeout)
-	defer cancel()
-	rows, err := s.Query(ctx, anDecodeEventsSQL, UnixArg(from), UnixArg(to), node)
+	rows, done, err := s.Stream(ctx, anDecodeEventsSQL, UnixArg(from), UnixArg(to), node)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("load decode events of %s for replay: %w", node, err)
 	}
@@ -455,7 +449,8 @@ ORDER BY node, dp_rank, ts_ns, line_id`
 // ordered by node, DP rank, then time: one lane after the other. A line
 // stored twice (not merged yet) comes twice, next to itself.
 func (s *Store) ScanPageEvents(ctx context.Context, from, to time.Time, fn func(*domain.PageEvent) error) error {
-	rows, err := s.Query(ctx, anPageEventsSQL, UnixArg(from), UnixArg(to))
+	rows, done, err := s.Stream(ctx, anPageEventsSQL, UnixArg(from), UnixArg(to))
+	defer done()
 	if err != nil {
 		return fmt.Errorf("load page events: %w", err)
 	}

@@ -119,7 +119,8 @@ func (s *Store) DecodeFactRefs(ctx context.Context, version uint64, from, to tim
 }
 
 func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, query string, args ...any) error {
-	rows, err := s.Query(ctx, query, args...)
+	rows, done, err := s.Stream(ctx, query, args...)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("read saved request facts: %w", err)
 	}
@@ -205,7 +206,8 @@ GROUP BY request_key`
 // ScanSpeedPoints streams, for each request saved by a run of version >=
 // version in [from, to], its prefill node and the gateway's numbers.
 func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error {
-	rows, err := s.Query(ctx, anSpeedPointsSQL, version, UnixArg(from), UnixArg(to))
+	rows, done, err := s.Stream(ctx, anSpeedPointsSQL, version, UnixArg(from), UnixArg(to))
+	defer done()
 	if err != nil {
 		return fmt.Errorf("read speed points: %w", err)
 	}

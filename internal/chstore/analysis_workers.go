@@ -42,7 +42,8 @@ WHERE job = ? ORDER BY slice, worker, analyzer`
 // SliceResults streams a job's slice results ordered by slice, worker and
 // analyzer.
 func (s *Store) SliceResults(ctx context.Context, job string, fn func(domain.SliceResult) error) error {
-	rows, err := s.Query(ctx, anSliceResultsSQL, job)
+	rows, done, err := s.Stream(ctx, anSliceResultsSQL, job)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("read slice results of %s: %w", job, err)
 	}

@@ -41,7 +41,8 @@ ORDER BY node, name, series_id, ts_ms`
 // ("" for all) with its labels, in (node, name, series_id, ts_ms) order,
 // streaming the rows.
 func (s *Store) EachMetricSample(ctx context.Context, name string, fn func(MetricSampleRow) error) error {
-	rows, err := s.Query(ctx, metricSampleLabelsSQL, name, name, name, name)
+	rows, done, err := s.Stream(ctx, metricSampleLabelsSQL, name, name, name, name)
+	defer done()
 	if err != nil {
 		return fmt.Errorf("read metric samples: %w", err)
 	}

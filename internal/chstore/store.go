@@ -336,6 +336,28 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (driver.Rows
 	return rows, err
 }
 
+// streamTimeout bounds a read whose rows the caller handles as they
+// arrive (the Scan* reads). clickhouse-go sets its read timeout once per
+// query, not per packet (startReadWriteTimeout in processImpl), so
+// clickhouse.read_timeout (60 s) would bound the whole stream, including
+// the caller's own time per row: at 5M requests a replay's stream failed
+// with "i/o timeout". A context deadline replaces the read timeout for that
+// query; a caller's earlier deadline still wins.
+const streamTimeout = 30 * time.Minute
+
+// Stream runs a query whose rows the caller reads as they arrive, under
+// streamTimeout instead of the read timeout. The caller closes the rows and
+// then calls done.
+func (s *Store) Stream(ctx context.Context, sql string, args ...any) (rows driver.Rows, done context.CancelFunc, err error) {
+	ctx, done = context.WithTimeout(ctx, streamTimeout)
+	rows, err = s.Query(ctx, sql, args...)
+	if err != nil {
+		done()
+		return nil, func() {}, err
+	}
+	return rows, done, nil
+}
+
 // QueryRow runs a query that returns one row.
 func (s *Store) QueryRow(ctx context.Context, sql string, args ...any) driver.Row {
 	s.see(sql)

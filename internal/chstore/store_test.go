@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
@@ -144,5 +146,48 @@ func TestCompressionRoundTrip(t *testing.T) {
 				t.Fatalf("read back %d rows (sum %d), %v", n, sum, err)
 			}
 		})
+	}
+}
+
+// A read streamed to a slow consumer outlives the read timeout: clickhouse-go
+// arms the timeout once per query, so through Query the same stream fails
+// with "i/o timeout" (the control), through Stream it completes.
+func TestStreamOutlivesReadTimeout(t *testing.T) {
+	ctx := context.Background()
+	o := testdb.Options(t)
+	o.ReadTimeout = 2 * time.Second
+	s, err := chstore.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// More rows than the driver buffers (two blocks of 65,536), so the
+	// server is still sending when the consumer comes back.
+	const sql, total = "SELECT number FROM system.numbers LIMIT 2000000", 2_000_000
+	read := func(rows driver.Rows) (int, error) {
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			if n == 0 {
+				time.Sleep(3 * time.Second) // longer than the read timeout
+			}
+			n++
+		}
+		return n, rows.Err()
+	}
+	rows, err := s.Query(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := read(rows); err == nil {
+		t.Fatalf("control: Query read %d rows past the read timeout without error; the test does not exercise it", n)
+	}
+	rows, done, err := s.Stream(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if n, err := read(rows); err != nil || n != total {
+		t.Fatalf("Stream read %d of %d rows: %v", n, total, err)
 	}
 }
