@@ -2,11 +2,8 @@ package analyze
 
 import (
 	"cmp"
-	"context"
 	"math/bits"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,8 +43,9 @@ const replaySlack = 8
 const waitingTimeout = 300 * time.Second
 
 // rreq is one decode-side request in a lane. The replay holds one per
-// request of a decode node over the window, so it is kept small: the
-// lines it needs are its first (the Receive) and its last (the Finish).
+// request of a lane over the window (page records name them), so it is
+// kept small: the lines it needs are its first (the Receive) and its last
+// (the Finish).
 type rreq struct {
 	room        uint64
 	recv, fin   time.Time
@@ -56,6 +54,8 @@ type rreq struct {
 	finished    bool
 	ownWrites   bool
 	placeholder bool
+	gaveUp      bool   // the lane stopped waiting for its Finish (replayHorizon)
+	ri          int32  // index in the lane's requests (compacting changes it)
 	first, last uint64 // lines
 	growth      int    // decode pages the replay will add
 }
@@ -130,122 +130,6 @@ func less(a, b [3]int) bool {
 	return false
 }
 
-// replayLineage replays every decode lane from replayStart to the window
-// end and returns the lineage of the wanted victim rooms. Lines arrive
-// ordered by node; a node's lanes are replayed when its lines end, so
-// memory holds one node's requests at a time.
-func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
-	out := map[uint64]*VictimReplay{}
-	if len(want) == 0 {
-		return out, nil
-	}
-	var (
-		cur   string
-		reqs  map[string]*rreq // requests of the node not finished yet, by rid
-		order []*rreq
-		prev  uint64
-	)
-	flush := func() {
-		if len(order) > 0 {
-			replayNode(d, cur, order, placeholder, noWrite, want, out)
-		}
-		reqs, order = map[string]*rreq{}, nil
-	}
-	reqs = map[string]*rreq{}
-	// Lines arrive ordered by node, then time; a line stored twice (not
-	// merged yet) comes twice in a row.
-	err := d.DB.ScanDecodeLines(ctx, d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin), func(e *EngineEvent) error {
-		node, event, rid, fin := e.Node, e.Event, e.RID, e.FinishType
-		room, p, c, line := e.Room, e.Prompt, e.Completion, e.Line
-		if node != cur {
-			flush()
-			cur = node
-		}
-		if line == prev || room == 0 {
-			return nil
-		}
-		prev = line
-		ts := e.TS
-		r := reqs[rid]
-		if r == nil {
-			r = &rreq{room: room, ownWrites: true, first: line}
-			reqs[rid] = r
-			order = append(order, r)
-		}
-		r.last = line
-		switch event {
-		case "received":
-			if r.recv.IsZero() {
-				r.recv = ts
-				r.prompt = int(p)
-			}
-		case "finished":
-			r.fin, r.finished = ts, true
-			if p > 0 {
-				r.prompt = int(p)
-			}
-			r.completion = int(c)
-			if fin == "abort" && c == 0 {
-				r.ownWrites = false
-			}
-			// Its lines are all in: the node's map holds only requests
-			// in flight, not the window's.
-			delete(reqs, rid)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	flush()
-	return out, nil
-}
-
-type laneID struct {
-	rank int16
-	boot *Boot
-}
-
-// replayNode splits one node's requests into lanes and replays those that
-// hold a wanted victim.
-func replayNode(d *Dataset, node string, reqs []*rreq, placeholder, noWrite, want map[uint64]bool, out map[uint64]*VictimReplay) {
-	lanes := map[laneID][]*rreq{}
-	hasVictim := map[laneID]bool{}
-	for _, r := range reqs {
-		if r.recv.IsZero() {
-			continue
-		}
-		b := d.Boots.At(node, r.recv)
-		if b == nil || !b.FollowsRoom() || b.DPSize == 0 {
-			continue // no DP rank: the caller falls back to the node window
-		}
-		id := laneID{int16(r.room % b.DPSize), b}
-		r.placeholder = placeholder[r.room]
-		if noWrite[r.room] {
-			r.ownWrites = false
-		}
-		lanes[id] = append(lanes[id], r)
-		if want[r.room] {
-			hasVictim[id] = true
-		}
-	}
-	ids := make([]laneID, 0, len(lanes))
-	for id := range lanes {
-		if hasVictim[id] {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool {
-		if ids[i].boot.At != ids[j].boot.At {
-			return ids[i].boot.At.Before(ids[j].boot.At)
-		}
-		return ids[i].rank < ids[j].rank
-	})
-	for _, id := range ids {
-		replayLane(d, node, id, lanes[id], want, out)
-	}
-}
-
 // op is one allocator operation of a lane. It names its request by index
 // in the lane (no pointer: the garbage collector does not scan the ops,
 // which are most of the replay's memory).
@@ -261,155 +145,6 @@ const (
 	opGrow
 	opFree
 )
-
-func replayLane(d *Dataset, node string, id laneID, reqs []*rreq, want map[uint64]bool, out map[uint64]*VictimReplay) {
-	b := id.boot
-	ps := int(b.PageSize)
-	if ps <= 0 {
-		ps = 1
-	}
-	npages := int(b.MaxTotalTokens) / ps
-	if npages <= 0 {
-		return
-	}
-	end := d.Window.To.Add(d.Cfg.LinkMargin)
-	if e := b.End(); !e.IsZero() && e.Before(end) {
-		end = e
-	}
-	var ops []op
-	coarse := true
-	unknown := 0
-	for ri, r := range reqs {
-		if r.recv.UnixNano()%int64(time.Second) != 0 {
-			coarse = false
-		}
-		recvLine := r.first
-		ops = append(ops, op{r.recv.UnixNano(), recvLine, int32(ri), opPrealloc})
-		fin := r.fin
-		if !r.finished || fin.Before(r.recv) {
-			unknown++
-			fin = end // unknown output length: holds its pages to the end
-		}
-		if r.finished && r.ownWrites && r.completion >= 2 {
-			// Token i (the first comes with the transfer) is fed at step i
-			// and occupies position prompt+i-1; a page is allocated when
-			// that position starts a page. Step times are interpolated.
-			dur := fin.Sub(r.recv).Nanoseconds()
-			last := r.prompt + r.completion - 2
-			r.growth = 0
-			for pos := (r.prompt + ps - 1) / ps * ps; pos <= last; pos += ps {
-				r.growth++
-				i := pos - r.prompt + 1
-				ops = append(ops, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), recvLine, int32(ri), opGrow})
-			}
-		}
-		if r.finished {
-			ops = append(ops, op{fin.UnixNano(), r.last, int32(ri), opFree})
-		}
-	}
-	// Nothing after the last wanted request's Finish changes what it was
-	// given: the lane is replayed up to there (plus a second for the
-	// reversed same-second order).
-	var cutoff int64
-	for _, r := range reqs {
-		if want[r.room] {
-			t := end.UnixNano()
-			if r.finished && !r.fin.Before(r.recv) {
-				t = r.fin.UnixNano()
-			}
-			cutoff = max(cutoff, t+int64(time.Second))
-		}
-	}
-	ops = slices.DeleteFunc(ops, func(o op) bool { return o.at > cutoff })
-	variants := [][]op{ops}
-	if coarse {
-		// Second-granular lines: the order inside a second is unknown.
-		alt := slices.Clone(ops)
-		variants = append(variants, alt)
-	}
-	sortOps(variants[0], false)
-	if len(variants) > 1 {
-		sortOps(variants[1], true)
-	}
-	results := make([]map[uint64]*VictimReplay, len(variants))
-	for i, v := range variants {
-		results[i] = runLane(v, reqs, npages, ps, needSort(b), want)
-	}
-	gapped := func(t time.Time) bool {
-		for _, g := range d.Gaps {
-			if g.Node == node && g.To.After(t.Add(-4*time.Hour)) && g.From.Before(t) {
-				return true
-			}
-		}
-		return false
-	}
-	for room, first := range results[0] {
-		vr := &VictimReplay{Room: room, Node: node, Rank: id.rank, Boot: b.ID, PageSize: ps,
-			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines,
-			Held: map[uint64]bool{}}
-		for _, res := range results {
-			if r := res[room]; r != nil {
-				for h := range r.Held {
-					vr.Held[h] = true
-				}
-			}
-		}
-		inAll := func(w uint64) bool {
-			for _, res := range results {
-				if r := res[room]; r == nil || r.Likely[w] == nil {
-					return false
-				}
-			}
-			return true
-		}
-		for _, res := range results {
-			r := res[room]
-			if r == nil {
-				continue
-			}
-			for w, s := range r.Likely {
-				dst := vr.Possible
-				if inAll(w) {
-					dst = vr.Likely
-				}
-				mergeSource(dst, w, s)
-			}
-			for w, s := range r.Possible {
-				if vr.Likely[w] == nil && !inAll(w) {
-					mergeSource(vr.Possible, w, s)
-				}
-			}
-		}
-		for w := range vr.Likely {
-			delete(vr.Possible, w)
-		}
-		if coarse {
-			vr.Uncertain = append(vr.Uncertain, "same-second lines replayed in both orders")
-		}
-		if unknown > 0 {
-			vr.Uncertain = append(vr.Uncertain, strconv.Itoa(unknown)+" requests without a Finish line in the lane")
-		}
-		if t := victimRecv(reqs, room); gapped(t) {
-			// A completeness gap before the read: requests may be missing
-			// from the replay, so no writer is more than possible.
-			vr.Uncertain = append(vr.Uncertain, "completeness gap on the node in the 4 h before the read")
-			for w, s := range vr.Likely {
-				mergeSource(vr.Possible, w, s)
-			}
-			clear(vr.Likely)
-		}
-		out[room] = vr
-	}
-}
-
-func victimRecv(reqs []*rreq, room uint64) time.Time {
-	for _, r := range reqs {
-		if r.room == room {
-			return r.recv
-		}
-	}
-	return time.Time{}
-}
 
 func mergeSource(m map[uint64]*SourcePages, w uint64, s *SourcePages) {
 	d := m[w]
@@ -650,134 +385,161 @@ func (p *lanePool) release(pages []int32) {
 // writers of its prompt pages (Likely) and of the free-list neighbours
 // (Possible).
 func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
-	p := newLanePool(npages, ps, sorted)
-	defer func() {
-		// Only the records go back (nothing returned points into them); a
-		// pointer to the pool's own field would keep the whole lane alive.
-		buf := p.pages
-		pageStates.Put(&buf)
-	}()
-	p.reqs = reqs
-	p.held, p.holds = make([][]int32, len(reqs)), make([]bool, len(reqs))
-	res := map[uint64]*VictimReplay{}
-	running := 0
-	// The prealloc queue: a request whose prompt does not fit waits, in
-	// arrival order, until frees make room (decode.py pop_preallocated).
-	var queue []op
-	var retry func()
-	var step func(o op) bool
-	retry = func() {
-		queue = slices.DeleteFunc(queue, func(q op) bool { return step(q) })
+	lr := newLaneRun(npages, ps, sorted, want)
+	defer lr.close()
+	for _, o := range ops {
+		lr.apply(reqs, o)
 	}
-	step = func(o op) bool {
-		r := reqs[o.ri]
-		switch o.kind {
-		case opPrealloc:
-			n := (r.prompt + ps - 1) / ps
-			if n > p.nfree()+len(p.released) {
-				return false
-			}
-			pg := p.take(n, r.prompt/ps+2 > p.nfree(), r.growth)
-			if pg == nil {
-				return false
-			}
-			var prevHolders []uint64
-			if want[r.room] {
-				for _, q := range pg {
-					prevHolders = append(prevHolders, p.room(p.pages[q].holder))
-				}
-				for _, q := range p.next(replaySlack, false, 0) {
-					prevHolders = append(prevHolders, p.room(p.pages[q].holder))
-				}
-			}
+	return lr.res
+}
+
+// laneRun is one order of a lane's replay: the lane's allocator and what
+// it found for the wanted rooms, fed the lane's operations in that order
+// (all at once by runLane, or batch by batch as a stream delivers them).
+type laneRun struct {
+	p      *lanePool
+	npages int
+	want   map[uint64]bool
+	res    map[uint64]*VictimReplay
+	// running counts the requests holding pages; queue is the prealloc
+	// queue: a request whose prompt does not fit waits, in arrival order,
+	// until frees make room (decode.py pop_preallocated).
+	running int
+	queue   []op
+}
+
+func newLaneRun(npages, ps int, sorted bool, want map[uint64]bool) *laneRun {
+	return &laneRun{p: newLanePool(npages, ps, sorted), npages: npages, want: want, res: map[uint64]*VictimReplay{}}
+}
+
+// close returns the page records for the next lane. Only the records go
+// back (nothing returned points into them); a pointer to the pool's own
+// field would keep the whole lane alive.
+func (lr *laneRun) close() {
+	buf := lr.p.pages
+	pageStates.Put(&buf)
+	lr.p = nil
+}
+
+// apply replays one operation; reqs is the lane's requests so far (an
+// operation names its request by index in it).
+func (lr *laneRun) apply(reqs []*rreq, o op) {
+	p := lr.p
+	p.reqs = reqs
+	if n := len(reqs) - len(p.held); n > 0 {
+		p.held = append(p.held, make([][]int32, n)...)
+		p.holds = append(p.holds, make([]bool, n)...)
+	}
+	if o.kind == opFree {
+		// A request still queued when it finishes (aborted while
+		// waiting) never got pages.
+		lr.queue = slices.DeleteFunc(lr.queue, func(q op) bool { return q.ri == o.ri })
+	}
+	// Queued requests that never got pages are dropped after the
+	// disaggregation waiting timeout (300 s, the KVPoll timeout).
+	lr.queue = slices.DeleteFunc(lr.queue, func(q op) bool { return o.at-q.at > int64(waitingTimeout) })
+	if o.kind == opPrealloc && (reqs[o.ri].prompt+p.ps-1)/p.ps > lr.npages {
+		return // can never fit
+	}
+	if !lr.step(reqs, o) {
+		lr.queue = append(lr.queue, o)
+		return
+	}
+	if o.kind == opFree {
+		lr.queue = slices.DeleteFunc(lr.queue, func(q op) bool { return lr.step(reqs, q) })
+	}
+}
+
+// step applies one operation; false means a prealloc that does not fit
+// yet (it waits in the queue).
+func (lr *laneRun) step(reqs []*rreq, o op) bool {
+	p, ps, want, res := lr.p, lr.p.ps, lr.want, lr.res
+	r := reqs[o.ri]
+	switch o.kind {
+	case opPrealloc:
+		n := (r.prompt + ps - 1) / ps
+		if n > p.nfree()+len(p.released) {
+			return false
+		}
+		pg := p.take(n, r.prompt/ps+2 > p.nfree(), r.growth)
+		if pg == nil {
+			return false
+		}
+		var prevHolders []uint64
+		if want[r.room] {
 			for _, q := range pg {
-				p.pages[q].holder = o.ri + 1
+				prevHolders = append(prevHolders, p.room(p.pages[q].holder))
 			}
-			p.held[o.ri], p.holds[o.ri] = pg, true
-			running++
-			if want[r.room] {
-				vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
-					Lines: []uint64{o.line}, Held: map[uint64]bool{}}
-				for _, h := range prevHolders {
-					if h != 0 && h != r.room {
-						vr.Held[h] = true
-					}
-				}
-				lo := 0
-				if r.placeholder {
-					lo = 1
-				}
-				for _, q := range pg[min(lo, len(pg)):] {
-					st := &p.pages[q]
-					addWriter(vr.Likely, p.room(st.writer), st.out, p.line(st.writer), r.room)
-				}
-				// The next pages in the free list: the victim's under a
-				// slightly later position.
-				for _, q := range p.next(replaySlack, false, 0) {
-					st := &p.pages[q]
-					addWriter(vr.Possible, p.room(st.writer), st.out, p.line(st.writer), r.room)
-				}
-				res[r.room] = vr
+			for _, q := range p.next(replaySlack, false, 0) {
+				prevHolders = append(prevHolders, p.room(p.pages[q].holder))
 			}
-			switch {
-			case !r.ownWrites:
-			case r.placeholder:
-				p.write(pg[:1], o.ri, false)
-			default:
-				p.write(pg, o.ri, false)
-			}
-			if want[r.room] {
-				// Pages handed out just before the victim could have been
-				// its own under a slightly different order.
-				markRecentNeighbours(p, res[r.room], r.room, pg)
-			}
-		case opGrow:
-			pg := p.held[o.ri]
-			if !p.holds[o.ri] {
-				return true
-			}
-			np := p.take(1, max(running, 1) > p.nfree(), 0)
-			if np == nil {
-				return true
-			}
-			if h := p.room(p.pages[np[0]].holder); h != 0 && h != r.room {
-				if vr := res[r.room]; vr != nil {
+		}
+		for _, q := range pg {
+			p.pages[q].holder = o.ri + 1
+		}
+		p.held[o.ri], p.holds[o.ri] = pg, true
+		lr.running++
+		if want[r.room] {
+			vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
+				Lines: []uint64{o.line}, Held: map[uint64]bool{}}
+			for _, h := range prevHolders {
+				if h != 0 && h != r.room {
 					vr.Held[h] = true
 				}
 			}
-			p.pages[np[0]].holder = o.ri + 1
-			p.held[o.ri] = append(pg, np...)
-			p.write(np, o.ri, true)
-		case opFree:
-			if p.holds[o.ri] {
-				p.release(p.held[o.ri])
-				p.held[o.ri], p.holds[o.ri] = nil, false
-				running--
+			lo := 0
+			if r.placeholder {
+				lo = 1
+			}
+			for _, q := range pg[min(lo, len(pg)):] {
+				st := &p.pages[q]
+				addWriter(vr.Likely, p.room(st.writer), st.out, p.line(st.writer), r.room)
+			}
+			// The next pages in the free list: the victim's under a
+			// slightly later position.
+			for _, q := range p.next(replaySlack, false, 0) {
+				st := &p.pages[q]
+				addWriter(vr.Possible, p.room(st.writer), st.out, p.line(st.writer), r.room)
+			}
+			res[r.room] = vr
+		}
+		switch {
+		case !r.ownWrites:
+		case r.placeholder:
+			p.write(pg[:1], o.ri, false)
+		default:
+			p.write(pg, o.ri, false)
+		}
+		if want[r.room] {
+			// Pages handed out just before the victim could have been
+			// its own under a slightly different order.
+			markRecentNeighbours(p, res[r.room], r.room, pg)
+		}
+	case opGrow:
+		pg := p.held[o.ri]
+		if !p.holds[o.ri] {
+			return true
+		}
+		np := p.take(1, max(lr.running, 1) > p.nfree(), 0)
+		if np == nil {
+			return true
+		}
+		if h := p.room(p.pages[np[0]].holder); h != 0 && h != r.room {
+			if vr := res[r.room]; vr != nil {
+				vr.Held[h] = true
 			}
 		}
-		return true
-	}
-	for _, o := range ops {
-		if o.kind == opFree {
-			// A request still queued when it finishes (aborted while
-			// waiting) never got pages.
-			queue = slices.DeleteFunc(queue, func(q op) bool { return q.ri == o.ri })
-		}
-		// Queued requests that never got pages are dropped after the
-		// disaggregation waiting timeout (300 s, the KVPoll timeout).
-		queue = slices.DeleteFunc(queue, func(q op) bool { return o.at-q.at > int64(waitingTimeout) })
-		if o.kind == opPrealloc && (reqs[o.ri].prompt+ps-1)/ps > npages {
-			continue // can never fit
-		}
-		if !step(o) {
-			queue = append(queue, o)
-			continue
-		}
-		if o.kind == opFree {
-			retry()
+		p.pages[np[0]].holder = o.ri + 1
+		p.held[o.ri] = append(pg, np...)
+		p.write(np, o.ri, true)
+	case opFree:
+		if p.holds[o.ri] {
+			p.release(p.held[o.ri])
+			p.held[o.ri], p.holds[o.ri] = nil, false
+			lr.running--
 		}
 	}
-	return res
+	return true
 }
 
 // markRecentNeighbours adds, as possible writers, what the pages just

@@ -48,6 +48,9 @@ type Config struct {
 	// before the replay existed. `kvtrail bench analyze` runs both to
 	// report the replay's cost on the same data.
 	SkipReplay bool
+	// ReplayWorkers is how many decode nodes the allocator replay streams
+	// at once (0: one per CPU).
+	ReplayWorkers int
 
 	// ignorePages makes the analyzers act as if no page-level events
 	// existed (tests compare the estimated and the exact lineage on one

@@ -24,9 +24,11 @@ type Evidence interface {
 	// (whole seconds), in time order, each once.
 	ScanEngineEvents(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error
 	ScanTransferEvents(ctx context.Context, from, to time.Time, fn func(*domain.TransferEvent) error) error
-	// ScanDecodeLines: decode Receive/Finish lines ordered by node, then
-	// time (the allocator replay's input).
-	ScanDecodeLines(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error
+	// DecodeNodes and ScanDecodeNodeLines: the nodes with decode
+	// Receive/Finish lines in [from, to], and one node's lines in time
+	// order (the allocator replay's input, one stream per node).
+	DecodeNodes(ctx context.Context, from, to time.Time) ([]string, error)
+	ScanDecodeNodeLines(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error
 	// PageEventNodes and ScanPageEvents: the nodes that log page events,
 	// and their events ordered by node, DP rank, then time.
 	PageEventNodes(ctx context.Context) ([]string, error)

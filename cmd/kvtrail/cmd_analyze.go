@@ -32,7 +32,7 @@ func (a *app) analyzeConfig() analyze.Config {
 		LinkMargin: c.LinkMargin, SpeedMinUncached: c.SpeedMinUncachedTokens, SpeedMADs: c.SpeedMADs,
 		SpeedMaxRatio: c.SpeedMaxRatio, SpeedSample: c.SpeedSample, SpeedMinSamples: c.SpeedMinSamples,
 		AbortReuseWindow: c.AbortReuseWindow, DeferredRelease: c.DeferredRelease, GapThreshold: c.GapThreshold,
-		SliceRequests: c.SliceRequests,
+		SliceRequests: c.SliceRequests, ReplayWorkers: c.ReplayWorkers,
 	}
 }
 

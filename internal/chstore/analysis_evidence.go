@@ -352,43 +352,38 @@ WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event 
 ORDER BY ts_ns, line_id`
 )
 
-// ScanDecodeLines streams the decode engines' Receive and Finish lines of
-// [from, to] (whole seconds) ordered by node, then time: what the
-// allocator replay walks, one node at a time. Node, Event, RID, Room, TS,
-// Prompt, Completion, FinishType and Line are filled; a line stored twice
-// (not merged yet) comes twice, for the replay to skip.
-func (s *Store) ScanDecodeLines(ctx context.Context, from, to time.Time, fn func(*domain.EngineEvent) error) error {
-	// One query per node: a single ORDER BY node, ts over the window made
-	// the server sort every decode line before sending the first row, which
-	// at 5M requests outlasted the client's read timeout (18.16 cannot read
-	// in key order); a node's lines are a fraction of that sort.
+// DecodeNodes lists, in order, the decode nodes with Receive or Finish
+// lines in [from, to] (whole seconds): the allocator replay's streams.
+func (s *Store) DecodeNodes(ctx context.Context, from, to time.Time) ([]string, error) {
 	var nodes []string
 	rows, err := s.Query(ctx, anDecodeNodesSQL, UnixArg(from), UnixArg(to))
 	if err != nil {
-		return fmt.Errorf("list decode nodes for replay: %w", err)
+		return nil, fmt.Errorf("list decode nodes for replay: %w", err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan decode node: %w", err)
+			return nil, fmt.Errorf("scan decode node: %w", err)
 		}
 		nodes = append(nodes, n)
 	}
-	err = rows.Err()
-	rows.Close()
-	if err != nil {
-		return fmt.Errorf("list decode nodes for replay: %w", err)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list decode nodes for replay: %w", err)
 	}
-	for _, n := range nodes {
-		if err := s.scanDecodeNode(ctx, from, to, n, fn); err != nil {
-			return err
-		}
-	}
-	return nil
+	return nodes, nil
 }
 
-func (s *Store) scanDecodeNode(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error {
+// ScanDecodeNodeLines streams one decode node's Receive and Finish lines
+// of [from, to] (whole seconds) in time order: what the allocator replay
+// walks. Node, Event, RID, Room, TS, Prompt, Completion, FinishType and
+// Line are filled; a line stored twice (not merged yet) comes twice, for
+// the replay to skip. One query per node: a single ORDER BY node, ts over
+// the window made the server sort every decode line before sending the
+// first row, which at 5M requests outlasted the client's read timeout
+// (18.16 cannot read in key order); a node's lines are a fraction of that
+// sort, and nodes can be read side by side.
+func (s *Store) ScanDecodeNodeLines(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error {
 	rows, done, err := s.Stream(ctx, anDecodeEventsSQL, UnixArg(from), UnixArg(to), node)
 	defer done()
 	if err != nil {

@@ -59,16 +59,26 @@ func TestAnalysisEvidenceReads(t *testing.T) {
 	if want := []uint64{10, 9, 11, 12}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("engine lines %v, want %v", got, want)
 	}
-	// Decode lines: by node, then time; a line stored twice comes twice.
+	// Decode lines: the nodes, then each node's in time order; a line
+	// stored twice comes twice.
 	got = nil
-	if err := s.ScanDecodeLines(ctx, anT0, anT0.Add(time.Hour), func(e *domain.EngineEvent) error {
-		got = append(got, e.Line)
-		if e.Line == 12 && (e.Completion != 20 || e.FinishType != "stop" || !e.TS.Equal(at(9))) {
-			t.Errorf("finish line read as %+v", e)
-		}
-		return nil
-	}); err != nil {
+	nodes, err := s.DecodeNodes(ctx, anT0, anT0.Add(time.Hour))
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, node := range nodes {
+		if err := s.ScanDecodeNodeLines(ctx, anT0, anT0.Add(time.Hour), node, func(e *domain.EngineEvent) error {
+			got = append(got, e.Line)
+			if e.Node != node {
+				t.Errorf("line %d of node %s in the stream of %s", e.Line, e.Node, node)
+			}
+			if e.Line == 12 && (e.Completion != 20 || e.FinishType != "stop" || !e.TS.Equal(at(9))) {
+				t.Errorf("finish line read as %+v", e)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if want := []uint64{10, 11, 11, 12}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("decode lines %v, want %v", got, want)

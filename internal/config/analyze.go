@@ -40,6 +40,9 @@ type Analyze struct {
 	// MB; a limit it exceeds costs CPU, never the analysis. 0 sets none
 	// (the GOMEMLIMIT environment variable, if set, wins).
 	MemoryLimitMB int `mapstructure:"memory_limit_mb" yaml:"memory_limit_mb"`
+	// ReplayWorkers: how many decode nodes the allocator replay streams at
+	// once (each holds its lanes' requests in flight); 0 means one per CPU.
+	ReplayWorkers int `mapstructure:"replay_workers" yaml:"replay_workers"`
 }
 
 func defaultAnalyze() Analyze {
@@ -89,6 +92,9 @@ func (c Analyze) validate() []error {
 	}
 	if c.SliceRequests == 0 || c.SliceRequests < -1 {
 		errs = append(errs, fmt.Errorf("analyze.slice_requests: must be positive, or -1 to read every window whole, got %d", c.SliceRequests))
+	}
+	if c.ReplayWorkers < 0 {
+		errs = append(errs, fmt.Errorf("analyze.replay_workers: must not be negative (0 is one per CPU), got %d", c.ReplayWorkers))
 	}
 	if c.MemoryLimitMB < 0 {
 		errs = append(errs, fmt.Errorf("analyze.memory_limit_mb: must not be negative (0 sets no limit), got %d", c.MemoryLimitMB))

@@ -1,0 +1,557 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The allocator replay, streamed. Each decode node's Receive/Finish lines
+// arrive in time order (one query per node) and go straight to their lane
+// (DP rank, boot). A lane turns a request into allocator operations once
+// its lines are in (its Finish, which fixes its output length), and runs
+// every operation older than its oldest unfinished request: nothing that
+// arrives later can come before it. So a lane holds the operations of the
+// requests in flight, not of the window; what still grows with the window
+// is one small record per request of the lane (rreq), which page records
+// point to. Nodes are independent and replay in parallel
+// (Config.ReplayWorkers).
+//
+// The result is the replay of each whole lane in one sorted pass (runLane
+// over all its operations), with one exception: a request whose Finish
+// comes more than replayHorizon after its Receive (or never: a lost line)
+// would hold its lane's operations back until then. After replayHorizon
+// the lane stops waiting for it: it takes its pages at its Receive and
+// keeps them until its Finish, without the decode growth its output
+// length would have added.
+
+// replayHorizon is how long a lane waits for a request's Finish before it
+// replays past the request's Receive.
+const replayHorizon = time.Hour
+
+// replayLineage replays every decode lane from replayStart to the window
+// end and returns the lineage of the wanted victim rooms.
+func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
+	out := map[uint64]*VictimReplay{}
+	if len(want) == 0 {
+		return out, nil
+	}
+	from, to := d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin)
+	nodes, err := d.DB.DecodeNodes(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	workers := d.Cfg.ReplayWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, workers)
+		res      = make([]map[uint64]*VictimReplay, len(nodes))
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel() // the other nodes stop
+	}
+	for i, node := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				fail(ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			n := newNodeReplay(d, node, placeholder, noWrite, want)
+			if err := d.DB.ScanDecodeNodeLines(ctx, from, to, node, n.line); err != nil {
+				fail(fmt.Errorf("replay decode node %s: %w", node, err))
+				return
+			}
+			res[i] = n.finish()
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	// Nodes in order, as the replay always wrote them.
+	for _, m := range res {
+		for room, vr := range m {
+			out[room] = vr
+		}
+	}
+	return out, nil
+}
+
+// laneID is a lane of a decode node: a DP rank under one boot.
+type laneID struct {
+	rank int16
+	boot *Boot
+}
+
+// nodeReplay is one decode node's stream: the requests in flight by rid
+// and the node's lanes.
+type nodeReplay struct {
+	d                          *Dataset
+	node                       string
+	placeholder, noWrite, want map[uint64]bool
+	flying                     map[string]*flight
+	lanes                      map[laneID]*laneStream
+	prev                       uint64
+	now                        time.Time
+}
+
+// flight is a request whose Finish has not arrived, and its lane (nil when
+// its boot cannot be replayed).
+type flight struct {
+	r  *rreq
+	ls *laneStream
+}
+
+func newNodeReplay(d *Dataset, node string, placeholder, noWrite, want map[uint64]bool) *nodeReplay {
+	return &nodeReplay{d: d, node: node, placeholder: placeholder, noWrite: noWrite, want: want,
+		flying: map[string]*flight{}, lanes: map[laneID]*laneStream{}}
+}
+
+// line takes the node's next line (time order; a line stored twice, not
+// merged yet, comes twice in a row).
+func (n *nodeReplay) line(e *EngineEvent) error {
+	if e.Line == n.prev || e.Room == 0 {
+		return nil
+	}
+	n.prev = e.Line
+	n.now = e.TS
+	f := n.flying[e.RID]
+	if f == nil {
+		f = &flight{r: &rreq{room: e.Room, ownWrites: true, first: e.Line}}
+		n.flying[e.RID] = f
+	}
+	r := f.r
+	r.last = e.Line
+	switch e.Event {
+	case "received":
+		if r.recv.IsZero() {
+			r.recv, r.prompt = e.TS, int(e.Prompt)
+			f.ls = n.admit(r)
+		}
+	case "finished":
+		r.fin, r.finished = e.TS, true
+		if e.Prompt > 0 {
+			r.prompt = int(e.Prompt)
+		}
+		r.completion = int(e.Completion)
+		if e.FinishType == "abort" && e.Completion == 0 {
+			r.ownWrites = false
+		}
+		// Its lines are all in: the map holds only requests in flight.
+		delete(n.flying, e.RID)
+		if f.ls != nil {
+			f.ls.finished(r.ri, n.now)
+		}
+	}
+	return nil
+}
+
+// admit puts a received request in its lane: (DP rank, boot) of the boot
+// in force at its Receive. Without a boot that follows the room there is
+// no rank, and the caller falls back to the node window.
+func (n *nodeReplay) admit(r *rreq) *laneStream {
+	b := n.d.Boots.At(n.node, r.recv)
+	if b == nil || !b.FollowsRoom() || b.DPSize == 0 {
+		return nil
+	}
+	id := laneID{int16(r.room % b.DPSize), b}
+	ls, ok := n.lanes[id]
+	if !ok {
+		ls = newLaneStream(n.d, id, n.want)
+		n.lanes[id] = ls
+	}
+	if ls == nil {
+		return nil // a pool without pages: nothing to replay
+	}
+	r.placeholder = n.placeholder[r.room]
+	if n.noWrite[r.room] {
+		r.ownWrites = false
+	}
+	ls.admit(r)
+	return ls
+}
+
+// finish ends the node's stream: every lane runs what is left and reports
+// its wanted rooms, lanes in boot then rank order.
+func (n *nodeReplay) finish() map[uint64]*VictimReplay {
+	ids := make([]laneID, 0, len(n.lanes))
+	for id, ls := range n.lanes {
+		if ls != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].boot.At != ids[j].boot.At {
+			return ids[i].boot.At.Before(ids[j].boot.At)
+		}
+		return ids[i].rank < ids[j].rank
+	})
+	out := map[uint64]*VictimReplay{}
+	for _, id := range ids {
+		n.lanes[id].finish(n.d, n.node, out)
+	}
+	return out
+}
+
+// laneStream is one lane being replayed as its lines arrive.
+type laneStream struct {
+	id         laneID
+	npages, ps int
+	end        time.Time // the lane's last instant: its boot's end or the read's
+	want       map[uint64]bool
+	reqs       []*rreq
+	// inflight: indexes of received, unfinished requests in Receive order
+	// (finished ones leave lazily, from the head).
+	inflight []int32
+	head     int
+	pending  []op // operations not run yet
+	flushAt  int
+	// runs[0] replays lines of one instant in file order; runs[1], kept
+	// while every Receive of the lane is on a whole second, in the
+	// reversed order (second-granular logs do not fix it).
+	runs    []*laneRun
+	coarse  bool
+	unknown int
+	// compactAt: the request records are compacted when the lane holds
+	// this many. wantRecv keeps the wanted rooms' Receive times, which the
+	// result needs after their records may be gone.
+	compactAt int
+	wantRecv  map[uint64]time.Time
+}
+
+// flushMin is the fewest pending operations a lane runs at a time (a flush
+// sorts what is pending, so it is batched); compactMin the fewest request
+// records a lane compacts. Variables: tests make them small.
+var (
+	flushMin   = 4096
+	compactMin = 1 << 16
+)
+
+func newLaneStream(d *Dataset, id laneID, want map[uint64]bool) *laneStream {
+	b := id.boot
+	ps := int(b.PageSize)
+	if ps <= 0 {
+		ps = 1
+	}
+	npages := int(b.MaxTotalTokens) / ps
+	if npages <= 0 {
+		return nil
+	}
+	end := d.Window.To.Add(d.Cfg.LinkMargin)
+	if e := b.End(); !e.IsZero() && e.Before(end) {
+		end = e
+	}
+	sorted := needSort(b)
+	return &laneStream{id: id, npages: npages, ps: ps, end: end, want: want, flushAt: flushMin, coarse: true,
+		runs:      []*laneRun{newLaneRun(npages, ps, sorted, want), newLaneRun(npages, ps, sorted, want)},
+		compactAt: max(compactMin, 4*npages), wantRecv: map[uint64]time.Time{}}
+}
+
+// admit adds a received request to the lane (r.ri is its index).
+func (ls *laneStream) admit(r *rreq) {
+	if len(ls.reqs) >= ls.compactAt {
+		ls.compact()
+	}
+	r.ri = int32(len(ls.reqs))
+	ls.reqs = append(ls.reqs, r)
+	ls.inflight = append(ls.inflight, r.ri)
+	if _, ok := ls.wantRecv[r.room]; !ok && ls.want[r.room] {
+		ls.wantRecv[r.room] = r.recv
+	}
+	if ls.coarse && r.recv.UnixNano()%int64(time.Second) != 0 {
+		ls.coarse = false
+		ls.runs[1].close()
+		ls.runs = ls.runs[:1]
+	}
+}
+
+// compact drops the records of requests nothing refers to any more: not in
+// flight, not queued or pending, holding no page and named by no page as
+// its holder or (previous) writer. What is left is bounded by the pool's
+// pages and the requests in flight, so a lane's memory does not grow with
+// the window.
+func (ls *laneStream) compact() {
+	live := make([]bool, len(ls.reqs))
+	page := func(i int32) {
+		if i > 0 {
+			live[i-1] = true
+		}
+	}
+	for _, lr := range ls.runs {
+		for _, st := range lr.p.pages {
+			page(st.writer)
+			page(st.prevW)
+			page(st.holder)
+		}
+		for _, q := range lr.queue {
+			live[q.ri] = true
+		}
+		for i, h := range lr.p.holds {
+			if h {
+				live[i] = true
+			}
+		}
+	}
+	for _, o := range ls.pending {
+		live[o.ri] = true
+	}
+	for _, ri := range ls.inflight[ls.head:] {
+		live[ri] = true
+	}
+	remap := make([]int32, len(ls.reqs))
+	n := int32(0)
+	for i, r := range ls.reqs {
+		remap[i], r.ri = -1, -1
+		if live[i] {
+			remap[i], r.ri = n, n
+			ls.reqs[n] = r
+			n++
+		}
+	}
+	clear(ls.reqs[n:])
+	ls.reqs = ls.reqs[:n]
+	ref := func(i int32) int32 {
+		if i == 0 {
+			return 0
+		}
+		return remap[i-1] + 1
+	}
+	for _, lr := range ls.runs {
+		p := lr.p
+		for k := range p.pages {
+			st := &p.pages[k]
+			st.writer, st.prevW, st.holder = ref(st.writer), ref(st.prevW), ref(st.holder)
+		}
+		for k := range lr.queue {
+			lr.queue[k].ri = remap[lr.queue[k].ri]
+		}
+		held, holds := make([][]int32, n), make([]bool, n)
+		for i := range p.held {
+			if j := remap[i]; j >= 0 {
+				held[j], holds[j] = p.held[i], p.holds[i]
+			}
+		}
+		p.held, p.holds, p.reqs = held, holds, ls.reqs
+	}
+	for k := range ls.pending {
+		ls.pending[k].ri = remap[ls.pending[k].ri]
+	}
+	inflight := ls.inflight[:0]
+	for _, ri := range ls.inflight[ls.head:] {
+		inflight = append(inflight, remap[ri])
+	}
+	ls.inflight, ls.head = inflight, 0
+	ls.compactAt = max(compactMin, 4*ls.npages, 2*int(n))
+}
+
+// finished takes a request whose Finish arrived at now. A request whose
+// record is gone (ri < 0) was one the lane stopped waiting for and that
+// never got pages: its Finish changes nothing.
+func (ls *laneStream) finished(ri int32, now time.Time) {
+	if ri < 0 {
+		return
+	}
+	ls.emit(ri)
+	if len(ls.pending) >= ls.flushAt {
+		ls.flush(now, false)
+	}
+}
+
+// emit turns a request whose lines are in into its operations: as runLane
+// has them (replayLane before streaming), or, for a request the lane
+// stopped waiting for, only its free.
+func (ls *laneStream) emit(ri int32) {
+	r := ls.reqs[ri]
+	fin := r.fin
+	if !r.finished || fin.Before(r.recv) {
+		ls.unknown++
+		fin = ls.end // unknown output length: holds its pages to the end
+	}
+	if r.gaveUp {
+		if r.finished {
+			ls.pending = append(ls.pending, op{fin.UnixNano(), r.last, ri, opFree})
+		}
+		return
+	}
+	recvLine := r.first
+	ls.pending = append(ls.pending, op{r.recv.UnixNano(), recvLine, ri, opPrealloc})
+	if r.finished && r.ownWrites && r.completion >= 2 {
+		// Token i (the first comes with the transfer) is fed at step i
+		// and occupies position prompt+i-1; a page is allocated when
+		// that position starts a page. Step times are interpolated.
+		dur := fin.Sub(r.recv).Nanoseconds()
+		last := r.prompt + r.completion - 2
+		r.growth = 0
+		for pos := (r.prompt + ls.ps - 1) / ls.ps * ls.ps; pos <= last; pos += ls.ps {
+			r.growth++
+			i := pos - r.prompt + 1
+			ls.pending = append(ls.pending, op{r.recv.UnixNano() + dur*int64(i)/int64(r.completion), recvLine, ri, opGrow})
+		}
+	}
+	if r.finished {
+		ls.pending = append(ls.pending, op{fin.UnixNano(), r.last, ri, opFree})
+	}
+}
+
+// flush runs the pending operations no later line can precede: those of
+// whole seconds before the oldest request in flight (all of them when the
+// stream has ended).
+func (ls *laneStream) flush(now time.Time, final bool) {
+	wm := int64(math.MaxInt64)
+	if !final {
+		for ls.head < len(ls.inflight) {
+			r := ls.reqs[ls.inflight[ls.head]]
+			if r.finished || r.gaveUp {
+				ls.head++
+				continue
+			}
+			if now.Sub(r.recv) <= replayHorizon {
+				break
+			}
+			// Waited long enough: it takes its pages at its Receive and
+			// keeps them until a Finish comes, if one does.
+			ls.pending = append(ls.pending, op{r.recv.UnixNano(), r.first, ls.inflight[ls.head], opPrealloc})
+			r.gaveUp = true
+			ls.head++
+		}
+		if ls.head > len(ls.inflight)/2 {
+			ls.inflight = append(ls.inflight[:0], ls.inflight[ls.head:]...)
+			ls.head = 0
+		}
+		wm = now.UnixNano()
+		if ls.head < len(ls.inflight) {
+			wm = ls.reqs[ls.inflight[ls.head]].recv.UnixNano()
+		}
+		wm -= wm % int64(time.Second)
+	}
+	sortOps(ls.pending, false)
+	k, _ := slices.BinarySearchFunc(ls.pending, wm, func(o op, t int64) int {
+		if o.at < t {
+			return -1
+		}
+		return 1
+	})
+	ready := ls.pending[:k]
+	if len(ls.runs) > 1 {
+		alt := slices.Clone(ready)
+		sortOps(alt, true)
+		for _, o := range alt {
+			ls.runs[1].apply(ls.reqs, o)
+		}
+	}
+	for _, o := range ready {
+		ls.runs[0].apply(ls.reqs, o)
+	}
+	ls.pending = append(ls.pending[:0], ls.pending[k:]...)
+	ls.flushAt = max(flushMin, 2*len(ls.pending))
+}
+
+// finish runs what is left (requests without a Finish hold their pages to
+// the end) and adds the lane's wanted rooms to out, as one replay of the
+// whole lane reports them.
+func (ls *laneStream) finish(d *Dataset, node string, out map[uint64]*VictimReplay) {
+	for _, ri := range ls.inflight[ls.head:] {
+		if r := ls.reqs[ri]; !r.finished {
+			if r.gaveUp {
+				ls.unknown++
+				continue
+			}
+			ls.emit(ri)
+		}
+	}
+	ls.flush(time.Time{}, true)
+	results := make([]map[uint64]*VictimReplay, len(ls.runs))
+	for i, lr := range ls.runs {
+		results[i] = lr.res
+		lr.close()
+	}
+	b := ls.id.boot
+	gapped := func(t time.Time) bool {
+		for _, g := range d.Gaps {
+			if g.Node == node && g.To.After(t.Add(-4*time.Hour)) && g.From.Before(t) {
+				return true
+			}
+		}
+		return false
+	}
+	for room, first := range results[0] {
+		vr := &VictimReplay{Room: room, Node: node, Rank: ls.id.rank, Boot: b.ID, PageSize: ls.ps,
+			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines,
+			Held: map[uint64]bool{}}
+		for _, res := range results {
+			if r := res[room]; r != nil {
+				for h := range r.Held {
+					vr.Held[h] = true
+				}
+			}
+		}
+		inAll := func(w uint64) bool {
+			for _, res := range results {
+				if r := res[room]; r == nil || r.Likely[w] == nil {
+					return false
+				}
+			}
+			return true
+		}
+		for _, res := range results {
+			r := res[room]
+			if r == nil {
+				continue
+			}
+			for w, s := range r.Likely {
+				dst := vr.Possible
+				if inAll(w) {
+					dst = vr.Likely
+				}
+				mergeSource(dst, w, s)
+			}
+			for w, s := range r.Possible {
+				if vr.Likely[w] == nil && !inAll(w) {
+					mergeSource(vr.Possible, w, s)
+				}
+			}
+		}
+		for w := range vr.Likely {
+			delete(vr.Possible, w)
+		}
+		if ls.coarse {
+			vr.Uncertain = append(vr.Uncertain, "same-second lines replayed in both orders")
+		}
+		if ls.unknown > 0 {
+			vr.Uncertain = append(vr.Uncertain, strconv.Itoa(ls.unknown)+" requests without a Finish line in the lane")
+		}
+		if t := ls.wantRecv[room]; gapped(t) {
+			// A completeness gap before the read: requests may be missing
+			// from the replay, so no writer is more than possible.
+			vr.Uncertain = append(vr.Uncertain, "completeness gap on the node in the 4 h before the read")
+			for w, s := range vr.Likely {
+				mergeSource(vr.Possible, w, s)
+			}
+			clear(vr.Likely)
+		}
+		out[room] = vr
+	}
+}
