@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -82,10 +83,25 @@ const windowBefore = 4 * time.Hour
 // replay (likely / possible), plus what findings name (aborted rooms,
 // metadata rooms).
 func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, error) {
+	return r.reconstruct(ctx, d, nil)
+}
+
+// reconstruct is Reconstruct with held: findings of this run not stored
+// yet (its victims), which it stores with their foreign tenants — or,
+// when it fails first, as they are, so the runs' findings are all there.
+// Only findings of earlier runs get their foreign tenants by a mutation.
+func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding) (rec *Reconstruction, err error) {
+	stored := false
+	defer func() {
+		if !stored && len(held) > 0 {
+			err = errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
+		}
+	}()
 	fs, err := r.DB.LatestFindings(ctx)
 	if err != nil {
 		return nil, err
 	}
+	fs = withHeld(fs, held)
 	rec, updated, err := buildReconstructionFindings(ctx, d, fs)
 	if err != nil {
 		return nil, err
@@ -96,10 +112,43 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 		return nil, err
 	}
 	rec.UpdatedFindings = updated
-	if err := r.DB.SaveFindingForeign(ctx, updated); err != nil {
+	idx := make(map[string]int, len(held))
+	for i, f := range held {
+		idx[f.ID] = i
+	}
+	var earlier []Finding
+	for _, u := range updated {
+		if i, ok := idx[u.ID]; ok {
+			held[i].ForeignTenants, held[i].ForeignRequestKeys = u.ForeignTenants, u.ForeignRequestKeys
+		} else {
+			earlier = append(earlier, u)
+		}
+	}
+	stored = true
+	if err := r.DB.SaveFindings(ctx, held, r.now()); err != nil {
+		return nil, err
+	}
+	if err := r.DB.SaveFindingForeign(ctx, earlier); err != nil {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// withHeld is the current findings as they will read once held is stored:
+// a held finding replaces a stored copy of the same id (the newest copy is
+// current), in LatestFindings' order.
+func withHeld(fs, held []Finding) []Finding {
+	if len(held) == 0 {
+		return fs
+	}
+	ids := make(map[string]bool, len(held))
+	for _, f := range held {
+		ids[f.ID] = true
+	}
+	out := slices.DeleteFunc(fs, func(f Finding) bool { return ids[f.ID] })
+	out = append(out, held...)
+	domain.SortFindings(out)
+	return out
 }
 
 func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, error) {

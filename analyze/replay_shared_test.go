@@ -35,7 +35,7 @@ func TestSharedReplay(t *testing.T) {
 		if res.Run.Status == StatusError {
 			t.Fatalf("%s: %s", a.Name(), res.Run.Error)
 		}
-		if err := r.save(ctx, &res); err != nil {
+		if err := r.save(ctx, &res, nil); err != nil {
 			t.Fatal(err)
 		}
 		d.noteFindings(res.Findings)

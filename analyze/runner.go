@@ -408,6 +408,13 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 // its run and findings, and rebuilds the affected list.
 func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, passes []pass, found [][]Finding,
 	failed []error, took []time.Duration, started time.Time, rep *Report) error {
+	reconstruct := !r.SkipReconstruct && !r.Live
+	// This run's victim findings are stored by the reconstruction, once it
+	// has filled in their foreign tenants: one insert, where writing them
+	// first and updating them after took one ALTER ... UPDATE mutation per
+	// 96 KiB of victims, each rewriting the findings table (at 2M requests
+	// 243 of them, still running after five minutes).
+	var held []Finding
 	for i, a := range sel {
 		if failed[i] == nil {
 			t0 := time.Now()
@@ -416,13 +423,19 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 			found[i], failed[i] = append(found[i], fs...), err
 		}
 		res := r.result(a, wd, started, found[i], failed[i], took[i])
-		if err := r.save(ctx, &res); err != nil {
-			return err
+		hold := func(f *Finding) bool { return reconstruct && marksVictim(a.Name(), f) }
+		if err := r.save(ctx, &res, hold); err != nil {
+			return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
 		}
-		if !r.SkipReconstruct && !r.Live {
+		if reconstruct {
 			// The reconstruction's victims, known early, share the
 			// allocator replay abort_reuse runs (replay_shared.go).
 			wd.noteFindings(res.Findings)
+			for _, f := range res.Findings {
+				if hold(&f) {
+					held = append(held, f)
+				}
+			}
 		}
 		rep.Runs = append(rep.Runs, res)
 		rep.Phases = append(rep.Phases, Phase{"analyzer " + a.Name(), res.Duration})
@@ -431,9 +444,9 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 				slog.Int("findings", res.Run.Findings), slog.Int("new", len(res.New)), slog.Duration("took", res.Duration))
 		}
 	}
-	if !r.SkipReconstruct && !r.Live {
+	if reconstruct {
 		t0 := time.Now()
-		rec, err := r.Reconstruct(ctx, wd)
+		rec, err := r.reconstruct(ctx, wd, held)
 		if err != nil {
 			return err
 		}
@@ -570,8 +583,9 @@ func (r *Runner) result(a Analyzer, d *Dataset, started time.Time, fs []Finding,
 	return res
 }
 
-// save records the run and its findings and sets res.New.
-func (r *Runner) save(ctx context.Context, res *RunResult) error {
+// save records the run and its findings, except those hold names (the
+// reconstruction stores them), and sets res.New.
+func (r *Runner) save(ctx context.Context, res *RunResult, hold func(*Finding) bool) error {
 	known, err := r.DB.KnownFindingIDs(ctx, res.Run.Analyzer, res.Run.Version)
 	if err != nil {
 		return err
@@ -584,6 +598,9 @@ func (r *Runner) save(ctx context.Context, res *RunResult) error {
 	store := res.Findings
 	if r.Live {
 		store = res.New
+	}
+	if hold != nil {
+		store = slices.DeleteFunc(slices.Clone(store), func(f Finding) bool { return hold(&f) })
 	}
 	if err := r.DB.SaveFindings(ctx, store, r.now()); err != nil {
 		res.Run.Status, res.Run.Error = StatusError, err.Error()

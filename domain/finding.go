@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Window is the half-open time range [From, To) a run covers: requests
 // that started in it. Zero values mean "all data".
@@ -62,4 +65,19 @@ type Finding struct {
 	// Subject identifies what the finding is about; with the analyzer and
 	// its version it determines ID. Not stored: it is only the ID's input.
 	Subject string `json:"-"`
+}
+
+// SortFindings orders findings by analyzer, time and id: the order of the
+// current findings every reader gets.
+func SortFindings(fs []Finding) {
+	sort.Slice(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.Analyzer != b.Analyzer {
+			return a.Analyzer < b.Analyzer
+		}
+		if !a.TS.Equal(b.TS) {
+			return a.TS.Before(b.TS)
+		}
+		return a.ID < b.ID
+	})
 }

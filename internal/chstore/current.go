@@ -3,7 +3,6 @@ package chstore
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
@@ -81,16 +80,7 @@ func (s *Store) LatestFindings(ctx context.Context) ([]domain.Finding, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(fs, func(i, j int) bool {
-		a, b := fs[i], fs[j]
-		if a.Analyzer != b.Analyzer {
-			return a.Analyzer < b.Analyzer
-		}
-		if !a.TS.Equal(b.TS) {
-			return a.TS.Before(b.TS)
-		}
-		return a.ID < b.ID
-	})
+	domain.SortFindings(fs)
 	return fs, nil
 }
 
