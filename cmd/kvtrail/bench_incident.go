@@ -8,12 +8,13 @@ import (
 
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/bench"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 )
 
 func init() { benchCommands = append(benchCommands, newBenchIncidentCmd) }
 
 func newBenchIncidentCmd(a *app) *cobra.Command {
-	var scenario, dir string
+	var scenario, dir, database string
 	var scale float64
 	var keep bool
 	c := &cobra.Command{
@@ -24,25 +25,44 @@ func newBenchIncidentCmd(a *app) *cobra.Command {
 analyzes it, reads the notification list and compares it with the
 simulator's truth. It prints each phase's time and this process's peak RSS
 during it, ClickHouse's bytes on disk, and how the received and exposed
-lists agree with the truth.`,
+lists agree with the truth. With --database (and --dir, where that incident
+was simulated to) it analyzes an incident already ingested there, such as
+one kept with --keep, and drops nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if scale <= 0 {
 				return usageError{fmt.Errorf("--scale must be positive, got %g", scale)}
 			}
+			if database != "" && dir == "" {
+				return usageError{fmt.Errorf("--database needs --dir, the directory the incident was simulated to (its truth.json)")}
+			}
 			ctx := cmd.Context()
-			s, closeFn, err := a.benchStore(ctx, keep)
+			var (
+				s       *chstore.Store
+				closeFn func()
+				err     error
+			)
+			if database != "" {
+				a.cfg.ClickHouse.Database = database
+				s, closeFn, err = a.openMigrated(ctx)
+			} else {
+				s, closeFn, err = a.benchStore(ctx, keep)
+			}
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir,
+			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir, Ingested: database != "",
 				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB)})
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "incident %s at scale %g: %d requests, %d records\n\n", scenario, scale, res.Requests, res.Lines)
+			if database != "" {
+				fmt.Fprintf(w, "incident %s in %s: %d requests (ingested before)\n\n", dir, database, res.Requests)
+			} else {
+				fmt.Fprintf(w, "incident %s at scale %g: %d requests, %d records\n\n", scenario, scale, res.Requests, res.Lines)
+			}
 			tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(tw, "PHASE\tTIME\tPEAK RSS")
 			var total float64
@@ -64,5 +84,6 @@ lists agree with the truth.`,
 	c.Flags().Float64Var(&scale, "scale", 1, "traffic multiplier (1 ≈ 100k requests)")
 	c.Flags().StringVar(&dir, "dir", "", "keep the simulated logs in this directory (default: a temporary one, removed)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
+	c.Flags().StringVar(&database, "database", "", "analyze the incident already ingested in this database (with --dir: its simulation); nothing is simulated, ingested or dropped")
 	return c
 }

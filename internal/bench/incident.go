@@ -81,6 +81,10 @@ type IncidentOptions struct {
 	// analyze phase, as `kvtrail analyze` sets it (0: none); the other
 	// phases run without one.
 	AnalyzeMemoryLimit int64
+	// Ingested says the store already holds the incident Dir's logs:
+	// simulation and ingest are skipped (Dir still gives the truth), as
+	// when a run is repeated on its kept database.
+	Ingested bool
 }
 
 // DiskStore is what the incident benchmark needs beyond analysis.
@@ -96,6 +100,9 @@ type DiskStore interface {
 func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResult, error) {
 	res := IncidentResult{Scale: o.Scale}
 	dir := o.Dir
+	if o.Ingested && dir == "" {
+		return res, fmt.Errorf("an ingested incident needs the directory it was simulated to (its truth.json)")
+	}
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "kvtrail-bench-incident-")
 		if err != nil {
@@ -118,6 +125,15 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		return nil
 	}
 	var truth *simulate.Truth
+	if o.Ingested {
+		var err error
+		if truth, err = simulate.LoadTruth(filepath.Join(dir, "truth.json")); err != nil {
+			return res, err
+		}
+		res.Requests = truth.Requests
+		err = analyzeAndList(ctx, s, o, truth, &res, phase)
+		return res, err
+	}
 	if err := phase("simulate", func() error {
 		if _, err := simulate.Run(ctx, simulate.Config{Scenario: o.Scenario, Seed: 1, Scale: o.Scale, Days: o.Days, OutDir: dir}); err != nil {
 			return err
@@ -143,6 +159,14 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	}); err != nil {
 		return res, err
 	}
+	err := analyzeAndList(ctx, s, o, truth, &res, phase)
+	return res, err
+}
+
+// analyzeAndList is the incident benchmark's analyze and notification-list
+// phases and the list against the truth.
+func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth *simulate.Truth, res *IncidentResult,
+	phase func(string, func() error) error) error {
 	if err := phase("analyze", func() error {
 		if o.AnalyzeMemoryLimit > 0 {
 			defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.AnalyzeMemoryLimit))
@@ -154,7 +178,7 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		}
 		return err
 	}); err != nil {
-		return res, err
+		return err
 	}
 	var rec *analyze.Reconstruction
 	if err := phase("notification list", func() error {
@@ -162,7 +186,7 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		rec, err = analyze.LatestAffected(ctx, s)
 		return err
 	}); err != nil {
-		return res, err
+		return err
 	}
 	res.ReconstructedAt = rec.Created
 	listed := map[domain.Role][]string{}
@@ -176,9 +200,9 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	res.ReceivedTruth, res.ExposedTruth = len(truth.ReceivedForeignData), len(truth.PossiblyExposed)
 	var err error
 	if res.DiskBytes, err = s.DiskBytes(ctx); err != nil {
-		return res, fmt.Errorf("disk bytes: %w", err)
+		return fmt.Errorf("disk bytes: %w", err)
 	}
-	return res, nil
+	return nil
 }
 
 func agree(list, truth []string) Agreement {

@@ -14,8 +14,9 @@ import (
 // accuracy tests hold the bar; this holds the bench's own accounting).
 func TestIncidentBenchmark(t *testing.T) {
 	s := testdb.New(t)
+	dir := t.TempDir()
 	res, err := bench.Incident(context.Background(), s, bench.IncidentOptions{Scenario: "incident-2026", Scale: 0.02, Days: 2,
-		Dir: t.TempDir(), Cfg: analyze.DefaultConfig()})
+		Dir: dir, Cfg: analyze.DefaultConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,5 +40,19 @@ func TestIncidentBenchmark(t *testing.T) {
 	}
 	if r := res.Exposed.Recall(); r < 0.99 {
 		t.Errorf("exposed recall %.3f (%+v of %d)", r, res.Exposed, res.ExposedTruth)
+	}
+
+	// Again on the same database, as `bench incident --database` does with
+	// a kept one: only the analysis phases run, against the same truth.
+	again, err := bench.Incident(context.Background(), s, bench.IncidentOptions{Dir: dir, Ingested: true, Cfg: analyze.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Phases) != 2 || again.Phases[0].Name != "analyze" || again.Phases[1].Name != "notification list" {
+		t.Fatalf("phases on an ingested incident %+v, want analyze and notification list", again.Phases)
+	}
+	if again.Requests != res.Requests || again.Received != res.Received || again.Exposed != res.Exposed ||
+		again.ReconstructedAt.Before(res.ReconstructedAt) {
+		t.Errorf("second analysis %+v, want the first's lists (%+v) from a reconstruction no older", again, res)
 	}
 }
