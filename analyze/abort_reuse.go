@@ -3,7 +3,6 @@ package analyze
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -68,26 +67,56 @@ type abortSrc struct {
 }
 
 // abortCand is a request allocated on the aborted rank around the abort
-// that finished after it, with its finding drafted (Request.Finding).
+// that finished after it, with what its finding is drafted from (the
+// fields Request.Finding fills). Not the drafted Finding itself: cases are
+// held until the end of the window, and at 10M requests a Finding per
+// candidate (about 1 KB with its details map) was most of what grew.
 type abortCand struct {
-	room    uint64
-	at, end time.Time // decode receive and end
-	success bool      // the client was told it succeeded
-	fd      Finding
+	room            uint64
+	at, end         time.Time // decode receive and end
+	success         bool      // the client was told it succeeded
+	rank            int16
+	key, gwID       string
+	tenant          string
+	prefill, decode string
+	links           string
+	ts, first, last time.Time
+	rids            []string
+	lines           []uint64
+}
+
+func newAbortCand(v *Fact, links map[string]string) abortCand {
+	fd := v.Finding() // the one definition of a request's finding fields
+	l := fd.Details["links"]
+	if s, ok := links[l]; ok {
+		l = s // a handful of distinct values: one copy each
+	} else {
+		links[l] = l
+	}
+	return abortCand{room: v.Room, at: v.Decode.TS(), end: v.Decode.End(), success: v.ClientSuccess(),
+		rank: fd.DecodeDPRank, key: fd.RequestKey, gwID: fd.GatewayRequestID, tenant: fd.Tenant,
+		prefill: fd.PrefillNode, decode: fd.DecodeNode, links: l, ts: fd.TS, first: fd.FirstTS, last: fd.LastTS,
+		rids: fd.RIDs, lines: fd.Evidence}
+}
+
+// finding drafts the candidate's finding (Request.Finding's fields).
+func (v *abortCand) finding() Finding {
+	return Finding{TS: v.ts, FirstTS: v.first, LastTS: v.last, RequestKey: v.key, GatewayRequestID: v.gwID,
+		Tenant: v.tenant, Room: v.room, RIDs: v.rids, Evidence: slices.Clone(v.lines), DecodeDPRank: v.rank,
+		PrefillNode: v.prefill, DecodeNode: v.decode, Details: map[string]string{"links": v.links}}
 }
 
 // newAbortCase makes the case of abort t of src on rank from the
 // requests allocated around it (lane order kept); requests that cannot
 // have received the late write (the aborted request, one of its room, one
 // that ended before the abort) are left out.
-func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact) abortCase {
+func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact, links map[string]string) abortCase {
 	c := abortCase{t: t, src: abortSrc{key: src.Key, tenant: src.Tenant, lines: src.Lines()}, rank: rank}
 	for _, v := range around {
 		if v == src || v.Room == t.Room || !v.Decode.End().After(t.TS) {
 			continue
 		}
-		c.cands = append(c.cands, abortCand{room: v.Room, at: v.Decode.TS(), end: v.Decode.End(),
-			success: v.ClientSuccess(), fd: v.Finding()})
+		c.cands = append(c.cands, newAbortCand(v, links))
 	}
 	return c
 }
@@ -98,9 +127,10 @@ func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact) abort
 type abortPass struct {
 	a     *AbortReuse
 	cases []abortCase
+	links map[string]string // the candidates' link strings, one copy each
 }
 
-func (a *AbortReuse) newPass() pass { return &abortPass{a: a} }
+func (a *AbortReuse) newPass() pass { return &abortPass{a: a, links: map[string]string{}} }
 
 func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 	// Decode requests per node/rank in allocation order.
@@ -136,7 +166,7 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 		for last < len(l) && !l[last].Decode.TS().After(t.TS.Add(p.a.Window)) {
 			last++
 		}
-		p.cases = append(p.cases, newAbortCase(t, src, rank, l[first:last]))
+		p.cases = append(p.cases, newAbortCase(t, src, rank, l[first:last], p.links))
 	}
 	return nil, nil
 }
@@ -165,9 +195,7 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 				}
 			}
 			order++
-			fd := v.fd
-			fd.Details = maps.Clone(v.fd.Details)
-			fd.Evidence = slices.Clone(v.fd.Evidence)
+			fd := v.finding()
 			fd.GroupKey = "abort:" + src.key
 			fd.Subject = fd.RequestKey + "/abort/" + src.key
 			fd.ForeignRequestKeys = []string{src.key}

@@ -97,7 +97,7 @@ func (p *abortPass) state() (string, error) {
 	for _, c := range p.cases {
 		s := abortState{T: *c.t, Src: c.src.key, Rank: c.rank}
 		for _, v := range c.cands {
-			s.Cands = append(s.Cands, v.fd.RequestKey)
+			s.Cands = append(s.Cands, v.key)
 		}
 		st = append(st, s)
 	}
@@ -131,7 +131,7 @@ func (p *abortPass) absorb(ctx context.Context, wd *Dataset, state string) error
 			}
 			cands = append(cands, v)
 		}
-		p.cases = append(p.cases, newAbortCase(&t, src, s.Rank, cands))
+		p.cases = append(p.cases, newAbortCase(&t, src, s.Rank, cands, p.links))
 	}
 	return nil
 }
