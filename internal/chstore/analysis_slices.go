@@ -196,17 +196,41 @@ func (s *Store) EvidenceByLines(ctx context.Context, from, to time.Time, ids []u
 // anSpeedPointsSQL: per request of a run (newest row of each key), what
 // the impossible-speed fit reads. The server groups, so memory in Go does
 // not grow with the window.
-const anSpeedPointsSQL = `SELECT request_key, argMax(prefill_node, version), argMax(prompt_tokens, version),
+const (
+	anSpeedPointsSQL = `SELECT request_key, argMax(prefill_node, version), argMax(prompt_tokens, version),
  argMax(decode_prompt_tokens, version), argMax(cached_tokens, version), argMax(ttft_ms, version),
  argMax(status, version), argMax(ts_ns, version)
 FROM request_facts
-WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND cityHash64(request_key) % ? = ?
 GROUP BY request_key`
+	anSpeedPointsRowsSQL = `SELECT count() FROM request_facts WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)`
+)
+
+// SpeedPointsPerQuery bounds the rows one speed-point query groups. 18.16
+// sends a GROUP BY's whole result as one block, whatever max_block_size
+// says: at 10M requests that block was 1 GB in the client. So the keys are
+// split by their hash into queries of about this many rows each.
+var SpeedPointsPerQuery uint64 = 500_000
 
 // ScanSpeedPoints streams, for each request saved by a run of version >=
 // version in [from, to], its prefill node and the gateway's numbers.
 func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error {
-	rows, done, err := s.Stream(ctx, anSpeedPointsSQL, version, UnixArg(from), UnixArg(to))
+	var n uint64
+	if err := s.QueryRow(ctx, anSpeedPointsRowsSQL, version, UnixArg(from), UnixArg(to)).Scan(&n); err != nil {
+		return fmt.Errorf("count speed points: %w", err)
+	}
+	parts := max(1, (n+SpeedPointsPerQuery-1)/SpeedPointsPerQuery)
+	for part := uint64(0); part < parts; part++ {
+		if err := s.scanSpeedPoints(ctx, version, from, to, parts, part, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanSpeedPoints streams the speed points whose key hashes to part of parts.
+func (s *Store) scanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, parts, part uint64, fn func(domain.SpeedPoint) error) error {
+	rows, done, err := s.Stream(ctx, anSpeedPointsSQL, version, UnixArg(from), UnixArg(to), parts, part)
 	defer done()
 	if err != nil {
 		return fmt.Errorf("read speed points: %w", err)

@@ -3,11 +3,13 @@ package chstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
@@ -324,6 +326,50 @@ FROM request_facts FINAL WHERE request_key = 'q1'`).Scan(&links, &rejected, &lim
 		}
 		if !reflect.DeepEqual(got[i], want) {
 			t.Errorf("row %d read back as\n%+v\nwant\n%+v", i, got[i], want)
+		}
+	}
+}
+
+// Speed points are read in hash parts when there are many (18.16 answers
+// a GROUP BY in one block): each request comes once, whatever the parts.
+func TestSpeedPointsInParts(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	var facts []*domain.Request
+	for i := 0; i < 50; i++ {
+		key := fmt.Sprintf("q%02d", i)
+		facts = append(facts, &domain.Request{Key: key, TS: anT0.Add(time.Duration(i) * time.Second), Tenant: "acme",
+			GW:      &domain.GatewayResponse{RequestID: key, Status: 200, Prompt: 9000, TTFTMs: float64(100 + i), Line: uint64(i + 1)},
+			Prefill: &domain.Side{Node: "p0", DPRank: -1}})
+	}
+	// Two versions of every row, as a re-run leaves them until merged.
+	for _, v := range []uint64{1, 2} {
+		if err := s.SaveRequestFacts(ctx, facts, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(per uint64) map[string]int {
+		defer func(old uint64) { chstore.SpeedPointsPerQuery = old }(chstore.SpeedPointsPerQuery)
+		chstore.SpeedPointsPerQuery = per
+		got := map[string]int{}
+		if err := s.ScanSpeedPoints(ctx, 1, anT0, anT0.Add(time.Hour), func(p domain.SpeedPoint) error {
+			got[p.Key]++
+			if p.PrefillNode != "p0" || p.TTFTMs < 100 {
+				t.Errorf("speed point %+v", p)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	whole, parts := read(1<<40), read(7) // 100 rows: 15 parts
+	if len(whole) != 50 || !reflect.DeepEqual(whole, parts) {
+		t.Fatalf("in one query %d keys, in parts %d keys (%v)", len(whole), len(parts), parts)
+	}
+	for k, n := range parts {
+		if n != 1 {
+			t.Errorf("%s read %d times", k, n)
 		}
 	}
 }
