@@ -599,7 +599,7 @@ func (r *Runner) save(ctx context.Context, res *RunResult, hold func(*Finding) b
 	if r.Live {
 		store = res.New
 	}
-	if hold != nil {
+	if hold != nil && slices.ContainsFunc(store, func(f Finding) bool { return hold(&f) }) {
 		store = slices.DeleteFunc(slices.Clone(store), func(f Finding) bool { return hold(&f) })
 	}
 	if err := r.DB.SaveFindings(ctx, store, r.now()); err != nil {

@@ -373,3 +373,25 @@ func TestSpeedPointsInParts(t *testing.T) {
 		}
 	}
 }
+
+// Findings are saved in several inserts when there are many: every one is
+// stored, once.
+func TestSaveManyFindings(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	fs := make([]domain.Finding, 45_000) // three inserts
+	for i := range fs {
+		fs[i] = domain.Finding{ID: fmt.Sprintf("f%05d", i), RunID: "r1", Analyzer: "abort_reuse", AnalyzerVersion: "2",
+			Severity: domain.Low, TS: anT0, FirstTS: anT0, LastTS: anT0, RequestKey: fmt.Sprintf("q%05d", i)}
+	}
+	if err := s.SaveFindings(ctx, fs, anT0); err != nil {
+		t.Fatal(err)
+	}
+	var n, ids uint64
+	if err := s.QueryRow(ctx, "SELECT count(), uniqExact(finding_id) FROM findings").Scan(&n, &ids); err != nil {
+		t.Fatal(err)
+	}
+	if n != 45_000 || ids != 45_000 {
+		t.Fatalf("stored %d rows of %d ids, want 45000 of 45000", n, ids)
+	}
+}
