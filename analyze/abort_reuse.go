@@ -190,7 +190,7 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 		// are candidates only when the allocator replay hands them one.
 		for _, v := range c.cands {
 			if v.at.Before(t.TS.Add(-secondSlack)) {
-				if h := held[v.room]; !h[t.Room] {
+				if !slices.Contains(held[v.room], t.Room) {
 					continue
 				}
 			}
@@ -222,7 +222,7 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 				// Only a deployment known to run with deferred release off
 				// makes a candidate worth notifying on (MEDIUM: it enters
 				// the affected list); otherwise it stays a LOW lead.
-				if h, ok := held[v.room]; ok && !h[t.Room] {
+				if h, ok := held[v.room]; ok && !slices.Contains(h, t.Room) {
 					// The allocator replay gives this request none of the
 					// aborted room's pages under any order: with need_sort
 					// they waited on release_pages past the late write.
@@ -256,30 +256,21 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 
 // replayedHolders replays the decode allocator (replay.go) for every
 // abort candidate on a node without page events and returns, per
-// candidate room, the rooms that held its pages before it under some
-// event order. A candidate missing from the result could not be replayed.
-func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, cases []abortCase) (map[uint64]map[uint64]bool, error) {
-	want := map[uint64]bool{}
+// candidate room, the aborted rooms that held its pages before it under
+// some event order. A candidate missing from the result could not be
+// replayed.
+func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, cases []abortCase) (map[uint64][]uint64, error) {
+	cands, aborted := map[uint64]bool{}, map[uint64]bool{}
 	for _, c := range cases {
 		if pr != nil && pr.Nodes[c.t.Node] {
 			continue
 		}
+		aborted[c.t.Room] = true
 		for _, v := range c.cands {
 			if v.room != 0 {
-				want[v.room] = true
+				cands[v.room] = true
 			}
 		}
 	}
-	out := map[uint64]map[uint64]bool{}
-	if len(want) == 0 {
-		return out, nil
-	}
-	rep, err := d.lineage(ctx, nil, want)
-	if err != nil {
-		return nil, err
-	}
-	for room, vr := range rep {
-		out[room] = vr.Held
-	}
-	return out, nil
+	return d.heldBy(ctx, cands, aborted)
 }

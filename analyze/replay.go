@@ -82,11 +82,34 @@ type VictimReplay struct {
 	// output lengths, completeness gaps).
 	Uncertain []string
 	Lines     []uint64
-	// Held: rooms that held one of the pages the victim was given (or the
-	// next pages in the free list) before it, under some order. A room
-	// that wrote nothing of its own (aborted mid-transfer) appears here
-	// and not among the writers.
-	Held map[uint64]bool
+}
+
+// replayAsk is what a replay is asked. Victims (writers) get their
+// lineage: the writers of the pages they read, with page counts and lines.
+// Abort candidates (holders) get less: which of the rooms in of (the
+// aborted ones) held one of the pages the candidate was given, or the next
+// pages in the free list, before it under some order. A room that wrote
+// nothing of its own (aborted mid-transfer) is found that way and never as
+// a writer. The two are kept apart because candidates outnumber victims by
+// far (about 550,000 at 10M requests), and a lineage per candidate was
+// most of what the replay held.
+type replayAsk struct {
+	writers map[uint64]bool
+	holders map[uint64]bool
+	of      map[uint64]bool
+}
+
+// replayAnswer is a replay's answer: a lineage per victim asked about, and
+// per candidate asked about the rooms of ask.of that held its pages
+// (sorted; present and empty when none did, absent when the candidate was
+// not replayed).
+type replayAnswer struct {
+	lineage map[uint64]*VictimReplay
+	held    map[uint64][]uint64
+}
+
+func newReplayAnswer() replayAnswer {
+	return replayAnswer{lineage: map[uint64]*VictimReplay{}, held: map[uint64][]uint64{}}
 }
 
 // needSort says whether a boot's allocator sorts released pages (see the
@@ -381,16 +404,16 @@ func (p *lanePool) release(pages []int32) {
 	}
 }
 
-// runLane replays one order of a lane and returns, per wanted room, the
-// writers of its prompt pages (Likely) and of the free-list neighbours
-// (Possible).
-func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint64]bool) map[uint64]*VictimReplay {
-	lr := newLaneRun(npages, ps, sorted, want)
+// runLane replays one order of a lane and returns, per victim asked
+// about, the writers of its prompt pages (Likely) and of the free-list
+// neighbours (Possible), and the laneRun's held answers.
+func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, ask *replayAsk) (map[uint64]*VictimReplay, map[uint64][]uint64) {
+	lr := newLaneRun(npages, ps, sorted, ask)
 	defer lr.close()
 	for _, o := range ops {
 		lr.apply(reqs, o)
 	}
-	return lr.res
+	return lr.res, lr.held
 }
 
 // laneRun is one order of a lane's replay: the lane's allocator and what
@@ -399,8 +422,9 @@ func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, want map[uint6
 type laneRun struct {
 	p      *lanePool
 	npages int
-	want   map[uint64]bool
+	ask    *replayAsk
 	res    map[uint64]*VictimReplay
+	held   map[uint64][]uint64 // holders asked about, as replayAnswer.held (unsorted)
 	// running counts the requests holding pages; queue is the prealloc
 	// queue: a request whose prompt does not fit waits, in arrival order,
 	// until frees make room (decode.py pop_preallocated).
@@ -408,8 +432,9 @@ type laneRun struct {
 	queue   []op
 }
 
-func newLaneRun(npages, ps int, sorted bool, want map[uint64]bool) *laneRun {
-	return &laneRun{p: newLanePool(npages, ps, sorted), npages: npages, want: want, res: map[uint64]*VictimReplay{}}
+func newLaneRun(npages, ps int, sorted bool, ask *replayAsk) *laneRun {
+	return &laneRun{p: newLanePool(npages, ps, sorted), npages: npages, ask: ask,
+		res: map[uint64]*VictimReplay{}, held: map[uint64][]uint64{}}
 }
 
 // close returns the page records for the next lane. Only the records go
@@ -453,10 +478,11 @@ func (lr *laneRun) apply(reqs []*rreq, o op) {
 // step applies one operation; false means a prealloc that does not fit
 // yet (it waits in the queue).
 func (lr *laneRun) step(reqs []*rreq, o op) bool {
-	p, ps, want, res := lr.p, lr.p.ps, lr.want, lr.res
+	p, ps, res := lr.p, lr.p.ps, lr.res
 	r := reqs[o.ri]
 	switch o.kind {
 	case opPrealloc:
+		writers := lr.ask.writers[r.room]
 		n := (r.prompt + ps - 1) / ps
 		if n > p.nfree()+len(p.released) {
 			return false
@@ -465,28 +491,17 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if pg == nil {
 			return false
 		}
-		var prevHolders []uint64
-		if want[r.room] {
-			for _, q := range pg {
-				prevHolders = append(prevHolders, p.room(p.pages[q].holder))
-			}
-			for _, q := range p.next(replaySlack, false, 0) {
-				prevHolders = append(prevHolders, p.room(p.pages[q].holder))
-			}
+		if lr.ask.holders[r.room] {
+			lr.noteHolders(r.room, pg)
 		}
 		for _, q := range pg {
 			p.pages[q].holder = o.ri + 1
 		}
 		p.held[o.ri], p.holds[o.ri] = pg, true
 		lr.running++
-		if want[r.room] {
+		if writers {
 			vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
-				Lines: []uint64{o.line}, Held: map[uint64]bool{}}
-			for _, h := range prevHolders {
-				if h != 0 && h != r.room {
-					vr.Held[h] = true
-				}
-			}
+				Lines: []uint64{o.line}}
 			lo := 0
 			if r.placeholder {
 				lo = 1
@@ -510,7 +525,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		default:
 			p.write(pg, o.ri, false)
 		}
-		if want[r.room] {
+		if writers {
 			// Pages handed out just before the victim could have been
 			// its own under a slightly different order.
 			markRecentNeighbours(p, res[r.room], r.room, pg)
@@ -524,9 +539,9 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if np == nil {
 			return true
 		}
-		if h := p.room(p.pages[np[0]].holder); h != 0 && h != r.room {
-			if vr := res[r.room]; vr != nil {
-				vr.Held[h] = true
+		if hs, ok := lr.held[r.room]; ok {
+			if h := p.room(p.pages[np[0]].holder); h != r.room && lr.ask.of[h] && !slices.Contains(hs, h) {
+				lr.held[r.room] = append(hs, h)
 			}
 		}
 		p.pages[np[0]].holder = o.ri + 1
@@ -540,6 +555,26 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		}
 	}
 	return true
+}
+
+// noteHolders records which rooms asked about held pages pg (just taken
+// by room), or the next pages in the free list (the room's under a
+// slightly later position), before it.
+func (lr *laneRun) noteHolders(room uint64, pg []int32) {
+	p := lr.p
+	hs := []uint64{} // present even when empty: the room was replayed
+	add := func(q int32) {
+		if h := p.room(p.pages[q].holder); h != room && lr.ask.of[h] && !slices.Contains(hs, h) {
+			hs = append(hs, h)
+		}
+	}
+	for _, q := range pg {
+		add(q)
+	}
+	for _, q := range p.next(replaySlack, false, 0) {
+		add(q)
+	}
+	lr.held[room] = hs
 }
 
 // markRecentNeighbours adds, as possible writers, what the pages just

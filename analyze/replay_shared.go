@@ -76,17 +76,38 @@ func replayWants(d *Dataset, pr *pageReplay, fs []Finding) (want, placeholder ma
 	return want, placeholder
 }
 
-// lineage answers the replay for the wanted rooms from the Dataset's one
-// shared replay, replaying (again) only when a wanted room was not asked
-// before or the placeholder set changed.
+// lineage answers the replay for the wanted victim rooms from the
+// Dataset's one shared replay, replaying (again) only when a wanted room
+// was not asked before or the placeholder set changed.
 func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
-	out := map[uint64]*VictimReplay{}
-	if len(want) == 0 || d.Cfg.SkipReplay {
+	a, err := d.sharedReplay(ctx, placeholder, &replayAsk{writers: want})
+	return a.lineage, err
+}
+
+// heldBy answers, for abort candidates, which of the rooms in of held
+// their pages before them (replayAnswer.held). It always replays, and
+// answers the victims noted so far on the way (their lineage is kept for
+// the reconstruction); the candidates' answers are not kept.
+func (d *Dataset) heldBy(ctx context.Context, cands, of map[uint64]bool) (map[uint64][]uint64, error) {
+	if len(cands) == 0 {
+		return map[uint64][]uint64{}, nil
+	}
+	a, err := d.sharedReplay(ctx, nil, &replayAsk{holders: cands, of: of})
+	return a.held, err
+}
+
+// sharedReplay answers ask: victims' lineage from the cache when it holds
+// them, under the same placeholder set; otherwise (or when holders are
+// asked) it replays, for ask and the victims known so far, and keeps the
+// victims' lineage.
+func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool, ask *replayAsk) (replayAnswer, error) {
+	out := newReplayAnswer()
+	if (len(ask.writers) == 0 && len(ask.holders) == 0) || d.Cfg.SkipReplay {
 		return out, nil
 	}
 	pr, err := d.Pages(ctx)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	nw, nph := replayWants(d, pr, d.noted)
 	ph := map[uint64]bool{}
@@ -98,18 +119,18 @@ func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool
 	}
 	c := d.replay
 	valid := c != nil && sameSet(c.placeholder, ph)
-	missing := !valid
-	for r := range want {
+	missing := !valid || len(ask.holders) > 0
+	for r := range ask.writers {
 		if !valid || !c.asked[r] {
 			missing = true
 			break
 		}
 	}
 	if missing {
-		ask := map[uint64]bool{}
-		for _, m := range []map[uint64]bool{want, nw} {
+		writers := map[uint64]bool{}
+		for _, m := range []map[uint64]bool{ask.writers, nw} {
 			for r := range m {
-				ask[r] = true
+				writers[r] = true
 			}
 		}
 		passes := 0
@@ -117,20 +138,21 @@ func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool
 			passes = c.passes
 			if valid {
 				for r := range c.asked {
-					ask[r] = true
+					writers[r] = true
 				}
 			}
 		}
-		res, err := replayLineage(ctx, d, ph, nil, ask)
+		a, err := replayLineage(ctx, d, ph, nil, &replayAsk{writers: writers, holders: ask.holders, of: ask.of})
 		if err != nil {
-			return nil, err
+			return out, err
 		}
-		c = &sharedReplay{asked: ask, placeholder: ph, res: res, passes: passes + 1}
+		c = &sharedReplay{asked: writers, placeholder: ph, res: a.lineage, passes: passes + 1}
 		d.replay = c
+		out.held = a.held
 	}
-	for r := range want {
+	for r := range ask.writers {
 		if v := c.res[r]; v != nil {
-			out[r] = v
+			out.lineage[r] = v
 		}
 	}
 	return out, nil

@@ -36,16 +36,16 @@ import (
 const replayHorizon = time.Hour
 
 // replayLineage replays every decode lane from replayStart to the window
-// end and returns the lineage of the wanted victim rooms.
-func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
-	out := map[uint64]*VictimReplay{}
-	if len(want) == 0 {
+// end and answers ask.
+func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite map[uint64]bool, ask *replayAsk) (replayAnswer, error) {
+	out := newReplayAnswer()
+	if len(ask.writers) == 0 && len(ask.holders) == 0 {
 		return out, nil
 	}
 	from, to := d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin)
 	nodes, err := d.DB.DecodeNodes(ctx, from, to)
 	if err != nil {
-		return nil, err
+		return out, err
 	}
 	workers := d.Cfg.ReplayWorkers
 	if workers <= 0 {
@@ -58,7 +58,7 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 		mu       sync.Mutex
 		firstErr error
 		sem      = make(chan struct{}, workers)
-		res      = make([]map[uint64]*VictimReplay, len(nodes))
+		res      = make([]replayAnswer, len(nodes))
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -79,7 +79,7 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 				return
 			}
 			defer func() { <-sem }()
-			n := newNodeReplay(d, node, placeholder, noWrite, want)
+			n := newNodeReplay(d, node, placeholder, noWrite, ask)
 			if err := d.DB.ScanDecodeNodeLines(ctx, from, to, node, n.line); err != nil {
 				fail(fmt.Errorf("replay decode node %s: %w", node, err))
 				return
@@ -89,12 +89,15 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite, want m
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return nil, firstErr
+		return out, firstErr
 	}
 	// Nodes in order, as the replay always wrote them.
-	for _, m := range res {
-		for room, vr := range m {
-			out[room] = vr
+	for _, a := range res {
+		for room, vr := range a.lineage {
+			out.lineage[room] = vr
+		}
+		for room, hs := range a.held {
+			out.held[room] = hs
 		}
 	}
 	return out, nil
@@ -109,9 +112,10 @@ type laneID struct {
 // nodeReplay is one decode node's stream: the requests in flight by rid
 // and the node's lanes.
 type nodeReplay struct {
-	d                          *Dataset
-	node                       string
-	placeholder, noWrite, want map[uint64]bool
+	d                    *Dataset
+	node                 string
+	placeholder, noWrite map[uint64]bool
+	ask                  *replayAsk
 	flying                     map[string]*flight
 	lanes                      map[laneID]*laneStream
 	prev                       uint64
@@ -125,8 +129,8 @@ type flight struct {
 	ls *laneStream
 }
 
-func newNodeReplay(d *Dataset, node string, placeholder, noWrite, want map[uint64]bool) *nodeReplay {
-	return &nodeReplay{d: d, node: node, placeholder: placeholder, noWrite: noWrite, want: want,
+func newNodeReplay(d *Dataset, node string, placeholder, noWrite map[uint64]bool, ask *replayAsk) *nodeReplay {
+	return &nodeReplay{d: d, node: node, placeholder: placeholder, noWrite: noWrite, ask: ask,
 		flying: map[string]*flight{}, lanes: map[laneID]*laneStream{}}
 }
 
@@ -180,7 +184,7 @@ func (n *nodeReplay) admit(r *rreq) *laneStream {
 	id := laneID{int16(r.room % b.DPSize), b}
 	ls, ok := n.lanes[id]
 	if !ok {
-		ls = newLaneStream(n.d, id, n.want)
+		ls = newLaneStream(n.d, id, n.ask)
 		n.lanes[id] = ls
 	}
 	if ls == nil {
@@ -196,7 +200,7 @@ func (n *nodeReplay) admit(r *rreq) *laneStream {
 
 // finish ends the node's stream: every lane runs what is left and reports
 // its wanted rooms, lanes in boot then rank order.
-func (n *nodeReplay) finish() map[uint64]*VictimReplay {
+func (n *nodeReplay) finish() replayAnswer {
 	ids := make([]laneID, 0, len(n.lanes))
 	for id, ls := range n.lanes {
 		if ls != nil {
@@ -209,7 +213,7 @@ func (n *nodeReplay) finish() map[uint64]*VictimReplay {
 		}
 		return ids[i].rank < ids[j].rank
 	})
-	out := map[uint64]*VictimReplay{}
+	out := newReplayAnswer()
 	for _, id := range ids {
 		n.lanes[id].finish(n.d, n.node, out)
 	}
@@ -221,7 +225,7 @@ type laneStream struct {
 	id         laneID
 	npages, ps int
 	end        time.Time // the lane's last instant: its boot's end or the read's
-	want       map[uint64]bool
+	ask        *replayAsk
 	reqs       []*rreq
 	// inflight: indexes of received, unfinished requests in Receive order
 	// (finished ones leave lazily, from the head).
@@ -250,7 +254,7 @@ var (
 	compactMin = 1 << 16
 )
 
-func newLaneStream(d *Dataset, id laneID, want map[uint64]bool) *laneStream {
+func newLaneStream(d *Dataset, id laneID, ask *replayAsk) *laneStream {
 	b := id.boot
 	ps := int(b.PageSize)
 	if ps <= 0 {
@@ -265,8 +269,8 @@ func newLaneStream(d *Dataset, id laneID, want map[uint64]bool) *laneStream {
 		end = e
 	}
 	sorted := needSort(b)
-	return &laneStream{id: id, npages: npages, ps: ps, end: end, want: want, flushAt: flushMin, coarse: true,
-		runs:      []*laneRun{newLaneRun(npages, ps, sorted, want), newLaneRun(npages, ps, sorted, want)},
+	return &laneStream{id: id, npages: npages, ps: ps, end: end, ask: ask, flushAt: flushMin, coarse: true,
+		runs:      []*laneRun{newLaneRun(npages, ps, sorted, ask), newLaneRun(npages, ps, sorted, ask)},
 		compactAt: max(compactMin, 4*npages), wantRecv: map[uint64]time.Time{}}
 }
 
@@ -278,7 +282,7 @@ func (ls *laneStream) admit(r *rreq) {
 	r.ri = int32(len(ls.reqs))
 	ls.reqs = append(ls.reqs, r)
 	ls.inflight = append(ls.inflight, r.ri)
-	if _, ok := ls.wantRecv[r.room]; !ok && ls.want[r.room] {
+	if _, ok := ls.wantRecv[r.room]; !ok && ls.ask.writers[r.room] {
 		ls.wantRecv[r.room] = r.recv
 	}
 	if ls.coarse && r.recv.UnixNano()%int64(time.Second) != 0 {
@@ -472,7 +476,7 @@ func (ls *laneStream) flush(now time.Time, final bool) {
 // finish runs what is left (requests without a Finish hold their pages to
 // the end) and adds the lane's wanted rooms to out, as one replay of the
 // whole lane reports them.
-func (ls *laneStream) finish(d *Dataset, node string, out map[uint64]*VictimReplay) {
+func (ls *laneStream) finish(d *Dataset, node string, out replayAnswer) {
 	for _, ri := range ls.inflight[ls.head:] {
 		if r := ls.reqs[ri]; !r.finished {
 			if r.gaveUp {
@@ -488,6 +492,15 @@ func (ls *laneStream) finish(d *Dataset, node string, out map[uint64]*VictimRepl
 		results[i] = lr.res
 		lr.close()
 	}
+	// A candidate's holders: under any of the orders.
+	for room, hs := range ls.runs[0].held {
+		u := slices.Clone(hs)
+		for _, lr := range ls.runs[1:] {
+			u = append(u, lr.held[room]...)
+		}
+		slices.Sort(u)
+		out.held[room] = slices.Compact(u)
+	}
 	b := ls.id.boot
 	gapped := func(t time.Time) bool {
 		for _, g := range d.Gaps {
@@ -499,15 +512,7 @@ func (ls *laneStream) finish(d *Dataset, node string, out map[uint64]*VictimRepl
 	}
 	for room, first := range results[0] {
 		vr := &VictimReplay{Room: room, Node: node, Rank: ls.id.rank, Boot: b.ID, PageSize: ls.ps,
-			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines,
-			Held: map[uint64]bool{}}
-		for _, res := range results {
-			if r := res[room]; r != nil {
-				for h := range r.Held {
-					vr.Held[h] = true
-				}
-			}
-		}
+			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines}
 		inAll := func(w uint64) bool {
 			for _, res := range results {
 				if r := res[room]; r == nil || r.Likely[w] == nil {
@@ -552,6 +557,6 @@ func (ls *laneStream) finish(d *Dataset, node string, out map[uint64]*VictimRepl
 			}
 			clear(vr.Likely)
 		}
-		out[room] = vr
+		out.lineage[room] = vr
 	}
 }

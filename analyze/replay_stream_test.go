@@ -30,19 +30,27 @@ func TestStreamedReplayEqualsWholeLane(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := int64(1); seed <= 5; seed++ {
-				d, lines, want := replayFixture(seed, tc.version, tc.coarse)
-				whole := streamNode(t, d, lines, want, 1<<30, 1<<30)
-				streamed := streamNode(t, d, lines, want, 1, 1)
-				if len(whole) == 0 {
-					t.Fatalf("seed %d: the whole-lane replay answered for no victim; the comparison proves nothing", seed)
+				d, lines, ask := replayFixture(seed, tc.version, tc.coarse)
+				whole := streamNode(t, d, lines, ask, 1<<30, 1<<30)
+				streamed := streamNode(t, d, lines, ask, 1, 1)
+				held := 0
+				for _, hs := range whole.held {
+					held += len(hs)
 				}
-				if !reflect.DeepEqual(whole, streamed) {
-					for room, w := range whole {
-						if s := streamed[room]; !reflect.DeepEqual(w, s) {
+				if len(whole.lineage) == 0 || held == 0 {
+					t.Fatalf("seed %d: the whole-lane replay answered %d victims and %d holders; the comparison proves nothing",
+						seed, len(whole.lineage), held)
+				}
+				if !reflect.DeepEqual(whole.held, streamed.held) {
+					t.Fatalf("seed %d: streamed holders %v, whole lane %v", seed, streamed.held, whole.held)
+				}
+				if !reflect.DeepEqual(whole.lineage, streamed.lineage) {
+					for room, w := range whole.lineage {
+						if s := streamed.lineage[room]; !reflect.DeepEqual(w, s) {
 							t.Fatalf("seed %d, room %d: streamed %+v, whole lane %+v", seed, room, s, w)
 						}
 					}
-					t.Fatalf("seed %d: streamed answered %d rooms, whole lane %d", seed, len(streamed), len(whole))
+					t.Fatalf("seed %d: streamed answered %d rooms, whole lane %d", seed, len(streamed.lineage), len(whole.lineage))
 				}
 			}
 		})
@@ -50,11 +58,11 @@ func TestStreamedReplayEqualsWholeLane(t *testing.T) {
 }
 
 // streamNode replays one node's lines with the given batching limits.
-func streamNode(t *testing.T, d *Dataset, lines []*EngineEvent, want map[uint64]bool, flush, compact int) map[uint64]*VictimReplay {
+func streamNode(t *testing.T, d *Dataset, lines []*EngineEvent, ask *replayAsk, flush, compact int) replayAnswer {
 	t.Helper()
 	defer func(f, c int) { flushMin, compactMin = f, c }(flushMin, compactMin)
 	flushMin, compactMin = flush, compact
-	n := newNodeReplay(d, "decode-0", map[uint64]bool{}, map[uint64]bool{}, want)
+	n := newNodeReplay(d, "decode-0", map[uint64]bool{}, map[uint64]bool{}, ask)
 	for _, e := range lines {
 		if err := n.line(e); err != nil {
 			t.Fatal(err)
@@ -64,8 +72,10 @@ func streamNode(t *testing.T, d *Dataset, lines []*EngineEvent, want map[uint64]
 }
 
 // replayFixture is a random decode node: two DP ranks of a small pool, 600
-// requests over twenty minutes, some aborted, some without a Finish.
-func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*EngineEvent, map[uint64]bool) {
+// requests over twenty minutes, some aborted, some without a Finish; asked
+// about the writers of one request in eight and, for one in six, whether
+// an aborted request held its pages.
+func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*EngineEvent, *replayAsk) {
 	rng := rand.New(rand.NewSource(seed))
 	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
 	boot := &domain.Boot{Node: "decode-0", Role: "decode", At: t0.Add(-time.Hour), PageSize: 4, MaxTotalTokens: 240,
@@ -73,7 +83,7 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 	d := &Dataset{Window: Window{From: t0, To: t0.Add(20 * time.Minute)}, Cfg: DefaultConfig(),
 		Boots: domain.NewBoots([]*domain.Boot{boot})}
 	var lines []*EngineEvent
-	want := map[uint64]bool{}
+	ask := &replayAsk{writers: map[uint64]bool{}, holders: map[uint64]bool{}, of: map[uint64]bool{}}
 	for i := 0; i < 600; i++ {
 		room := uint64(1000 + i)
 		rid := fmt.Sprintf("r%d", i)
@@ -87,6 +97,7 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 		finish := "stop"
 		if rng.Intn(10) == 0 {
 			finish, completion = "abort", 0
+			ask.of[room] = true
 		}
 		lines = append(lines, &EngineEvent{Node: "decode-0", Role: "decode", Event: "received", RID: rid, Room: room,
 			TS: recv, Prompt: uint64(prompt)})
@@ -95,7 +106,10 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 				TS: fin, Prompt: uint64(prompt), Completion: uint64(completion), FinishType: finish})
 		}
 		if rng.Intn(8) == 0 {
-			want[room] = true
+			ask.writers[room] = true
+		}
+		if rng.Intn(6) == 0 {
+			ask.holders[room] = true
 		}
 	}
 	// The store's order: time, then line id (file order).
@@ -103,5 +117,5 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 	for i, e := range lines {
 		e.Line = uint64(i + 1)
 	}
-	return d, lines, want
+	return d, lines, ask
 }

@@ -123,7 +123,7 @@ func TestRunLaneWriters(t *testing.T) {
 		// 10 pages: 8 + 2 held/freed, 2 free left; 4/1+2 > 2 merges.
 		{at(7), 7, 3, opPrealloc},
 	}
-	res := runLane(ops, reqs, 10, 1, true, map[uint64]bool{99: true})
+	res, _ := runLane(ops, reqs, 10, 1, true, &replayAsk{writers: map[uint64]bool{99: true}})
 	got := res[99]
 	if got == nil {
 		t.Fatal("no replay for the victim")
