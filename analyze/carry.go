@@ -131,7 +131,7 @@ func (p *abortPass) absorb(ctx context.Context, wd *Dataset, state string) error
 			}
 			cands = append(cands, v)
 		}
-		p.cases = append(p.cases, newAbortCase(&t, src, s.Rank, cands, p.links))
+		p.cases = append(p.cases, newAbortCase(&t, src, s.Rank, cands, p.strs))
 	}
 	return nil
 }

@@ -116,10 +116,10 @@ type nodeReplay struct {
 	node                 string
 	placeholder, noWrite map[uint64]bool
 	ask                  *replayAsk
-	flying                     map[string]*flight
-	lanes                      map[laneID]*laneStream
-	prev                       uint64
-	now                        time.Time
+	flying               map[string]*flight
+	lanes                map[laneID]*laneStream
+	prev                 uint64
+	now                  time.Time
 }
 
 // flight is a request whose Finish has not arrived, and its lane (nil when
