@@ -97,7 +97,10 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding) (r
 			err = errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
 		}
 	}()
-	fs, err := r.DB.LatestFindings(ctx)
+	// Only the victim findings: the reconstruction reads nothing else
+	// (collectVictims, replayWants, namedKeys and foreignFindings all
+	// pass over the others), and the others are most of the findings.
+	fs, err := r.DB.LatestFindingsWhere(ctx, func(f *Finding) bool { return marksVictim(f.Analyzer, f) })
 	if err != nil {
 		return nil, err
 	}

@@ -68,8 +68,9 @@ type Results interface {
 	SaveRun(ctx context.Context, r domain.Run) error
 	SaveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error
 	KnownFindingIDs(ctx context.Context, analyzer, version string) (map[string]bool, error)
-	// LatestFindings: the current findings (domain.CurrentRunIDs' rule).
-	LatestFindings(ctx context.Context) ([]domain.Finding, error)
+	// LatestFindingsWhere: the current findings (domain.CurrentRunIDs'
+	// rule) that keep accepts (nil: all), filtered as they are read.
+	LatestFindingsWhere(ctx context.Context, keep func(*domain.Finding) bool) ([]domain.Finding, error)
 	SaveAffected(ctx context.Context, id, caseID string, created time.Time, rows []domain.AffectedRow) error
 	SaveFindingForeign(ctx context.Context, fs []domain.Finding) error
 	AffectedReader

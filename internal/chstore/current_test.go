@@ -57,6 +57,19 @@ func TestCurrentFindingsRule(t *testing.T) {
 	if want := []string{"f-both", "f-live", "f-new"}; !equal(got, want) {
 		t.Fatalf("current findings = %v, want %v", got, want)
 	}
+	// The filtered read: the same rule, then only what keep accepts (and
+	// never a finding the rule leaves out, such as f-old).
+	kept, err := s.LatestFindingsWhere(ctx, func(f *domain.Finding) bool { return f.ID != "f-live" && f.RunID != "r3" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, f := range kept {
+		got = append(got, f.ID)
+	}
+	if want := []string{"f-both", "f-new"}; !equal(got, want) {
+		t.Fatalf("current findings kept = %v, want %v", got, want)
+	}
 }
 
 func batch(t *testing.T, s *chstore.Store, insert string, rows [][]any) {
