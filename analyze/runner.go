@@ -127,8 +127,10 @@ type Run = domain.Run
 // earlier run of the same analyzer version had recorded.
 type RunResult struct {
 	Run      Run
-	Findings []Finding
-	New      []Finding
+	Findings []Finding // nil under Runner.Lean
+	New      []Finding // nil under Runner.Lean
+	// NewCount is len(New) as saved, also under Runner.Lean.
+	NewCount int
 	Duration time.Duration
 }
 
@@ -184,6 +186,14 @@ type Runner struct {
 	// and never rebuilds the notification list: a minute's window must not
 	// replace what a run over the incident concluded.
 	Live bool
+	// Lean: the Report keeps each run's counts, not its findings, which
+	// are stored as each analyzer concludes. A run over an incident of
+	// millions of requests makes hundreds of thousands of findings (most
+	// of them abort_reuse leads); held in the Report until the run ends,
+	// they sat beside the reconstruction's own reads. The CLI, the
+	// benchmarks and case analysis, which print or return counts and run
+	// ids, run lean; tests and live rounds read the findings.
+	Lean bool
 }
 
 // TriggerLive is the trigger of serve's live rounds (Runner.Live).
@@ -437,11 +447,14 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 				}
 			}
 		}
+		if r.Lean {
+			res.Findings, res.New, found[i] = nil, nil, nil
+		}
 		rep.Runs = append(rep.Runs, res)
 		rep.Phases = append(rep.Phases, Phase{"analyzer " + a.Name(), res.Duration})
 		if r.Log != nil {
 			r.Log.Info("analyzer run", slog.String("analyzer", a.Name()), slog.String("status", res.Run.Status),
-				slog.Int("findings", res.Run.Findings), slog.Int("new", len(res.New)), slog.Duration("took", res.Duration))
+				slog.Int("findings", res.Run.Findings), slog.Int("new", res.NewCount), slog.Duration("took", res.Duration))
 		}
 	}
 	if reconstruct {
@@ -595,6 +608,7 @@ func (r *Runner) save(ctx context.Context, res *RunResult, hold func(*Finding) b
 			res.New = append(res.New, f)
 		}
 	}
+	res.NewCount = len(res.New)
 	store := res.Findings
 	if r.Live {
 		store = res.New

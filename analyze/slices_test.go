@@ -46,7 +46,7 @@ func TestPlanSlices(t *testing.T) {
 // TestSlicedAnalysisEqualsWhole analyzes the same incidents read whole and
 // read in many slices: every finding (ids, severities, confidences, texts,
 // evidence, foreign tenants) and every notification-list row must be the
-// same.
+// same; and a lean run (Runner.Lean) stores the same findings and list.
 func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -62,10 +62,10 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.DeferredRelease = "off"
 			cfg.ignorePages = !tc.pages
-			run := func(sliceReq int, now time.Time) *Report {
+			run := func(sliceReq int, now time.Time, lean bool) *Report {
 				c := cfg
 				c.SliceRequests = sliceReq
-				r := &Runner{DB: db, Cfg: c, Trigger: "test", Now: func() time.Time { return now }}
+				r := &Runner{DB: db, Cfg: c, Trigger: "test", Now: func() time.Time { return now }, Lean: lean}
 				rep, err := r.Run(context.Background(), Window{}, nil)
 				if err != nil {
 					t.Fatalf("run (slices of %d): %v", sliceReq, err)
@@ -77,8 +77,8 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 				}
 				return rep
 			}
-			whole := run(-1, testNow)
-			sliced := run(400, testNow.Add(time.Minute))
+			whole := run(-1, testNow, false)
+			sliced := run(400, testNow.Add(time.Minute), false)
 			if whole.Slices != 1 || sliced.Slices < 5 {
 				t.Fatalf("slices: whole %d, sliced %d (want 1 and at least 5)", whole.Slices, sliced.Slices)
 			}
@@ -103,6 +103,44 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 			}
 			if !reflect.DeepEqual(whole.Reconstruction.Rows, sliced.Reconstruction.Rows) {
 				t.Errorf("notification list differs:\nwhole  %+v\nsliced %+v", whole.Reconstruction.Rows, sliced.Reconstruction.Rows)
+			}
+			// Lean (the CLI's run): the report carries counts only, and
+			// what it stores is what the sliced run stored.
+			lean := run(400, testNow.Add(2*time.Minute), true)
+			for i := range sliced.Runs {
+				a, b := sliced.Runs[i], lean.Runs[i]
+				if b.Findings != nil || b.New != nil {
+					t.Errorf("%s: the lean report holds %d findings, %d new", b.Run.Analyzer, len(b.Findings), len(b.New))
+				}
+				if a.Run.Findings != b.Run.Findings || a.Run.High != b.Run.High || a.NewCount != len(a.New) || b.NewCount != 0 {
+					t.Errorf("%s: sliced %d findings (%d high, %d new), lean %d (%d high, %d new; all known)", a.Run.Analyzer,
+						a.Run.Findings, a.Run.High, a.NewCount, b.Run.Findings, b.Run.High, b.NewCount)
+				}
+				stored := func(id string) map[string]Finding {
+					fs, err := db.FindingsOfRuns(context.Background(), []string{id})
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := map[string]Finding{}
+					for _, f := range fs {
+						f.RunID = ""
+						m[f.ID] = f
+					}
+					return m
+				}
+				sa, sb := stored(a.Run.ID), stored(b.Run.ID)
+				if len(sa) != a.Run.Findings || len(sb) != len(sa) {
+					t.Errorf("%s: stored %d findings sliced (report %d), %d lean", a.Run.Analyzer, len(sa), a.Run.Findings, len(sb))
+				}
+				for id, fa := range sa {
+					if d := findingDiff(fa, sb[id]); d != "" {
+						t.Errorf("%s finding %s stored sliced vs lean: %s", a.Run.Analyzer, id, d)
+						break
+					}
+				}
+			}
+			if !reflect.DeepEqual(sliced.Reconstruction.Rows, lean.Reconstruction.Rows) {
+				t.Errorf("notification list differs lean vs sliced")
 			}
 			t.Logf("%d findings, %d list rows, %d slices", total, len(whole.Reconstruction.Rows), sliced.Slices)
 			for _, rep := range []*Report{whole, sliced} {

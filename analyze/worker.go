@@ -252,13 +252,16 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 	if err != nil {
 		return nil, err
 	}
-	// The requests the slices' findings name, as a single process keeps
-	// them (Dataset.keep).
+	// The requests the slices' victim findings name, as a single process
+	// keeps them (Dataset.keep): linking those of every finding linked
+	// every abort_reuse lead's request again.
 	var keys []string
-	for _, fs := range found {
-		for _, f := range fs {
-			keys = append(keys, f.RequestKey)
-			keys = append(keys, f.ForeignRequestKeys...)
+	for i, fs := range found {
+		for j := range fs {
+			if f := &fs[j]; marksVictim(sel[i].Name(), f) {
+				keys = append(keys, f.RequestKey)
+				keys = append(keys, f.ForeignRequestKeys...)
+			}
 		}
 	}
 	if err := wd.ensureFacts(ctx, keys, nil); err != nil {

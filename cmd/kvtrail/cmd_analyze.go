@@ -132,7 +132,7 @@ It exits non-zero only when something failed, never because of findings.`,
 			defer closeFn()
 			setMemoryLimit(a.cfg.Analyze.MemoryLimitMB)
 			cfg := a.analyzeConfig()
-			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log}
+			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log, Lean: true}
 			if wf.worker != "" {
 				return runAnalyzeWorker(cmd.Context(), cmd.OutOrStdout(), r, s, analyze.Window{From: f, To: t}, names, wf)
 			}
@@ -169,7 +169,7 @@ func printReport(w io.Writer, rep *analyze.Report) {
 	fmt.Fprintln(tw, "ANALYZER\tVERSION\tSTATUS\tFINDINGS\tHIGH\tNEW\tTOOK\tRUN")
 	for _, r := range rep.Runs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.Run.Analyzer, r.Run.Version, r.Run.Status, r.Run.Findings,
-			r.Run.High, len(r.New), r.Duration.Round(time.Millisecond), r.Run.ID)
+			r.Run.High, r.NewCount, r.Duration.Round(time.Millisecond), r.Run.ID)
 	}
 	_ = tw.Flush()
 	for _, r := range rep.Runs {

@@ -72,7 +72,7 @@ ingested.`,
 			}
 			fmt.Fprintln(out, "==> analyzing the case window")
 			cfg := a.analyzeConfig()
-			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Trigger: "case", CaseID: cs.ID, Log: a.log}
+			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Trigger: "case", CaseID: cs.ID, Log: a.log, Lean: true}
 			rep, err := r.Run(ctx, analyze.Window{From: cs.From, To: cs.To}, nil)
 			if err != nil {
 				return fmt.Errorf("analyze demo case: %w", err)

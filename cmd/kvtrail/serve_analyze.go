@@ -21,7 +21,7 @@ type caseAnalyzer struct {
 }
 
 func (c caseAnalyzer) AnalyzeCase(ctx context.Context, cs web.Case, user string) ([]string, error) {
-	r := &analyze.Runner{DB: c.db, Cfg: c.cfg, Analyzers: analyze.All(c.cfg), Trigger: "case", CaseID: cs.ID, Log: c.log}
+	r := &analyze.Runner{DB: c.db, Cfg: c.cfg, Analyzers: analyze.All(c.cfg), Trigger: "case", CaseID: cs.ID, Log: c.log, Lean: true}
 	rep, err := r.Run(ctx, analyze.Window{From: cs.From, To: cs.To}, nil)
 	var ids []string
 	if rep != nil {

@@ -144,7 +144,7 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 	}
 	res.Window = rep.Window
 	for _, run := range rep.Runs {
-		res.Analyzers = append(res.Analyzers, Timed{Name: run.Run.Analyzer, Duration: run.Duration, Rows: uint64(len(run.Findings))})
+		res.Analyzers = append(res.Analyzers, Timed{Name: run.Run.Analyzer, Duration: run.Duration, Rows: uint64(run.Run.Findings)})
 	}
 	for _, p := range rep.Phases {
 		switch {

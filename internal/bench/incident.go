@@ -171,7 +171,7 @@ func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth i
 		if o.AnalyzeMemoryLimit > 0 {
 			defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.AnalyzeMemoryLimit))
 		}
-		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench"}
+		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench", Lean: true}
 		rep, err := r.Run(ctx, analyze.Window{}, nil)
 		if err == nil && rep.Errors() {
 			err = fmt.Errorf("an analyzer failed")
