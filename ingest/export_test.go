@@ -24,7 +24,7 @@ func MetricBlock(n int) (tables []string, open func(context.Context, Store) ([]T
 				LabelKeys: k, LabelValues: v, Value: float64(i)}})
 	}
 	var list []tableWrite
-	_, typed := tableWrites(&b, base, nil)
+	_, _, typed := tableWrites(&b, base, nil, nil)
 	for _, t := range typed {
 		if t.n > 0 {
 			list = append(list, t)
@@ -44,7 +44,7 @@ func MetricBlock(n int) (tables []string, open func(context.Context, Store) ([]T
 	}
 	fill = func(xs []TableWriter) error {
 		// Rebuilt each time, as the writer builds them per batch.
-		_, typed := tableWrites(&b, base, nil)
+		_, _, typed := tableWrites(&b, base, nil, nil)
 		j := 0
 		for _, t := range typed {
 			if t.n == 0 {

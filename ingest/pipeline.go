@@ -614,6 +614,9 @@ type sourceRun struct {
 	lastTS   time.Time
 	cp       checkpoint
 	reasons  map[string]uint64
+	// ref is the line_sources key of the source's lines (SourceRef),
+	// computed on its first line.
+	ref uint64
 }
 
 const maxReasons = 20
@@ -799,8 +802,11 @@ func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts tim
 	if p.Format != "" {
 		format = p.Format // the line's own format in a mixed stream
 	}
+	if r.ref == 0 {
+		r.ref = SourceRef(node, r.path, r.sourceID)
+	}
 	b.raw = append(b.raw, rawRow{
-		ts: ts, node: node, role: role, format: string(format), source: r.path, digest: r.sourceID,
+		ts: ts, node: node, role: role, format: string(format), source: r.path, digest: r.sourceID, ref: r.ref,
 		offset: uint64(rec.Offset), lineNo: uint64(rec.LineNo), lineID: id, kind: string(p.Kind),
 		status: string(p.Status), reason: reason, rid: p.RID, room: p.BootstrapRoom, line: string(rec.Raw),
 	})

@@ -109,7 +109,8 @@ func (a *accounting) dropStored(ctx context.Context, s Store) error {
 				hi = c.ts
 			}
 		}
-		spans = append(spans, LineSpan{Node: st.node, FileDigest: st.id, From: chTime(lo.Truncate(time.Second)), To: chTime(hi)})
+		spans = append(spans, LineSpan{Node: st.node, FileDigest: st.id, SourceRef: SourceRef(st.node, st.labels, st.id),
+			From: chTime(lo.Truncate(time.Second)), To: chTime(hi)})
 	}
 	if len(spans) == 0 {
 		return nil

@@ -65,6 +65,9 @@ type PushSink struct {
 
 	mu      sync.Mutex // parsing state, the writes and the drain's own state below
 	streams map[string]*pushStream
+	// sources are the line sources this sink has stored (line_sources
+	// rows go out once per stream, not per write).
+	sources sourcesSeen
 	limit   int               // records per drain batch, halved while isolating a failure
 	tries   map[string]*tries // write failures per record (by content digest)
 	// minAge is how long a push must have been failing before it is
@@ -595,7 +598,7 @@ func (s *PushSink) writeRecords(ctx context.Context, recs []pushRecord) (int, er
 	if err := acc.dropStored(ctx, s.store); err != nil {
 		return 0, err
 	}
-	if err := write(ctx, s.store, &b); err != nil {
+	if err := write(ctx, s.store, &b, &s.sources); err != nil {
 		acc.failed()
 		return 0, err
 	}

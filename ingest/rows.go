@@ -28,17 +28,20 @@ type rawRow struct {
 	ts         time.Time
 	node, role string
 	format     string
-	source     string
-	digest     string
-	offset     uint64
-	lineNo     uint64
-	lineID     uint64
-	kind       string
-	status     string
-	reason     string
-	rid        string
-	room       uint64
-	line       string
+	// source and digest name the line's source in its line_sources row;
+	// the line itself carries ref (SourceRef of node, source, digest).
+	source string
+	digest string
+	ref    uint64
+	offset uint64
+	lineNo uint64
+	lineID uint64
+	kind   string
+	status string
+	reason string
+	rid    string
+	room   uint64
+	line   string
 	// attrKeys/attrValues: labels and structured metadata of pushed entries.
 	attrKeys, attrValues []string
 }

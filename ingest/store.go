@@ -82,9 +82,13 @@ type NodeEndpoints struct {
 	Endpoints  []string
 }
 
-// LineSpan is a time span of one stream's lines on one node.
+// LineSpan is a time span of one stream's lines on one node. Lines
+// stored before migration 0013 are found by their FileDigest, lines
+// stored since by their SourceRef (SourceRef of the node, the source and
+// FileDigest).
 type LineSpan struct {
 	Node       string
 	FileDigest string
+	SourceRef  uint64
 	From, To   time.Time
 }

@@ -26,6 +26,9 @@ type streams struct {
 	// series are the metric series written so far (metric_series rows
 	// go out once per series, not per window).
 	series seriesSeen
+	// sources are the line sources written so far (line_sources rows
+	// go out once per source, not per window).
+	sources sourcesSeen
 }
 
 type openInsert struct {
@@ -46,8 +49,8 @@ var errWindowFull = errors.New("every INSERT slot is in use")
 // their rows in the window; the caller commits and calls add again with
 // from set to the returned index, so no table is sent twice.
 func (s *streams) add(ctx context.Context, b *Batch, from int) (int, error) {
-	raw, typed := tableWrites(b, time.Now().UTC(), &s.series)
-	all := append([]tableWrite{raw}, typed...)
+	src, raw, typed := tableWrites(b, time.Now().UTC(), &s.series, &s.sources)
+	all := append([]tableWrite{src, raw}, typed...)
 	for i := from; i < len(all); i++ {
 		if all[i].n == 0 {
 			continue
@@ -109,8 +112,10 @@ func (s *streams) commit() (err error) {
 	defer func() {
 		if err == nil {
 			s.series.committed()
+			s.sources.committed()
 		} else {
 			s.series.dropped()
+			s.sources.dropped()
 		}
 	}()
 	errs := make([]error, len(s.order))
@@ -134,6 +139,7 @@ func (s *streams) abort() {
 		_ = oi.x.Abort()
 	}
 	s.series.dropped()
+	s.sources.dropped()
 	s.reset()
 }
 

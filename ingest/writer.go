@@ -12,7 +12,9 @@ import (
 // below append them. Listed explicitly (never all columns): a column added
 // to a table later gets its default until ingest fills it.
 var (
-	rawCols = strings.Fields(`ts ts_ns node role log_format source file_digest byte_offset line_no line_id kind parse_status
+	// rawCols leave out source and file_digest (migration 0013): a line
+	// names its source by source_ref, a line_sources row.
+	rawCols = strings.Fields(`ts ts_ns node role log_format source_ref byte_offset line_no line_id kind parse_status
 		parse_error rid bootstrap_room line attr_keys attr_values ingested_at`)
 	idCols   = strings.Fields(`id id_kind node ts line_id`)
 	bootCols = strings.Fields(`node role boot_ts boot_ts_ns boot_id sglang_version disaggregation_mode transfer_backend model_path
@@ -39,7 +41,7 @@ var (
 	// in which no record has any (every file ingest): the server fills the
 	// empty defaults, and the client skips two per-row reflective array
 	// appends.
-	rawColsNoAttrs = strings.Fields(`ts ts_ns node role log_format source file_digest byte_offset line_no line_id kind parse_status
+	rawColsNoAttrs = strings.Fields(`ts ts_ns node role log_format source_ref byte_offset line_no line_id kind parse_status
 		parse_error rid bootstrap_room line ingested_at`)
 )
 
@@ -66,9 +68,24 @@ func (t tableWrite) key() string { return t.name + "(" + strings.Join(t.cols, ",
 // write inserts every non-empty table of b, each as one INSERT (pushes,
 // whose acknowledgement waits for it). Tables are written one after
 // another; a failure part-way leaves earlier tables written, which is safe
-// because nothing is acknowledged and a retry writes the same keys.
-func write(ctx context.Context, s Store, b *Batch) error {
-	raw, typed := tableWrites(b, time.Now().UTC(), nil)
+// because nothing is acknowledged and a retry writes the same keys. The
+// line_sources rows of sources that sources does not hold yet go first,
+// before any line that names them; sources learns them only if the whole
+// write is stored.
+func write(ctx context.Context, s Store, b *Batch, sources *sourcesSeen) (err error) {
+	src, raw, typed := tableWrites(b, time.Now().UTC(), nil, sources)
+	defer func() {
+		if err == nil {
+			sources.committed()
+		} else {
+			sources.dropped()
+		}
+	}()
+	if src.n > 0 {
+		if err := insert(ctx, s, src); err != nil {
+			return err
+		}
+	}
 	run := func(list ...tableWrite) error {
 		for _, t := range list {
 			if t.n > 0 {
@@ -84,17 +101,18 @@ func write(ctx context.Context, s Store, b *Batch) error {
 	// server's insert work overlap.
 	errc := make(chan error, 1)
 	go func() { errc <- run(raw) }()
-	err := run(typed...)
-	return errors.Join(<-errc, err)
+	terr := run(typed...)
+	return errors.Join(<-errc, terr)
 }
 
-// tableWrites describes b's rows table by table: raw_lines, then the typed
-// tables. now is their ingested_at. The series of b's metric samples that
-// seen does not hold (nil: none) get a metric_series row, written ahead of
-// the samples, so a commit that stores a sample stores its series too. The
-// list has the same tables whatever seen holds (streams.add resumes it by
-// index).
-func tableWrites(b *Batch, now time.Time, seen *seriesSeen) (tableWrite, []tableWrite) {
+// tableWrites describes b's rows table by table: line_sources, raw_lines,
+// then the typed tables. now is their ingested_at. The series of b's
+// metric samples that seen does not hold (nil: none) get a metric_series
+// row, written ahead of the samples, so a commit that stores a sample
+// stores its series too; likewise the sources of b's lines that sources
+// does not hold get a line_sources row. The list has the same tables
+// whatever seen holds (streams.add resumes it by index).
+func tableWrites(b *Batch, now time.Time, seen *seriesSeen, sources *sourcesSeen) (tableWrite, tableWrite, []tableWrite) {
 	rawNames, rawFill := rawColsNoAttrs, rawColumns(now, false)
 	for i := range b.raw {
 		if len(b.raw[i].attrKeys) > 0 {
@@ -102,6 +120,7 @@ func tableWrites(b *Batch, now time.Time, seen *seriesSeen) (tableWrite, []table
 			break
 		}
 	}
+	src := sourcesWrite(b.raw, now, sources)
 	raw := tableWrite{"raw_lines", len(b.raw), rawNames, columns(b.raw, rawFill...)}
 	typed := []tableWrite{
 		{"id_index", len(b.ids), idCols, columns(b.ids,
@@ -239,7 +258,7 @@ func tableWrites(b *Batch, now time.Time, seen *seriesSeen) (tableWrite, []table
 			constant[pageRow](now),
 		)},
 	}
-	return raw, typed
+	return src, raw, typed
 }
 
 // rawColumns are raw_lines' columns in rawCols's order (without the
@@ -251,8 +270,7 @@ func rawColumns(now time.Time, attrs bool) []func([]rawRow) any {
 		col(func(r *rawRow) string { return r.node }),
 		col(func(r *rawRow) string { return r.role }),
 		col(func(r *rawRow) string { return r.format }),
-		col(func(r *rawRow) string { return r.source }),
-		col(func(r *rawRow) string { return r.digest }),
+		col(func(r *rawRow) uint64 { return r.ref }),
 		col(func(r *rawRow) uint64 { return r.offset }),
 		col(func(r *rawRow) uint64 { return r.lineNo }),
 		col(func(r *rawRow) uint64 { return r.lineID }),

@@ -208,8 +208,10 @@ func (s IngestStatements) StoredLineIDs(ctx context.Context, spans []ingest.Line
 	conds := make([]string, 0, len(spans))
 	args := make([]any, 0, 4*len(spans))
 	for _, sp := range spans {
-		conds = append(conds, "(node = ? AND file_digest = ? AND ts >= ? AND ts <= ?)")
-		args = append(args, sp.Node, sp.FileDigest, ingDateTime(sp.From), ingDateTime(sp.To))
+		// A line stored before migration 0013 has its file_digest, one
+		// stored since its source_ref (file_digest empty).
+		conds = append(conds, "(node = ? AND (file_digest = ? OR source_ref = ?) AND ts >= ? AND ts <= ?)")
+		args = append(args, sp.Node, sp.FileDigest, sp.SourceRef, ingDateTime(sp.From), ingDateTime(sp.To))
 	}
 	var ids []uint64
 	q := "SELECT groupUniqArray(line_id) FROM raw_lines WHERE " + strings.Join(conds, " OR ")

@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -74,8 +75,9 @@ func (s PostureStatements) PostureBoots(ctx context.Context) ([]posture.BootRow,
 	return out, rows.Err()
 }
 
-// Where each boot's startup lines are, to place the lines below.
-const postureLinePlacesSQL = `SELECT line_id, file_digest, byte_offset FROM raw_lines
+// Where each boot's startup lines are, to place the lines below. A line
+// written since migration 0013 names its file by source_ref.
+const postureLinePlacesSQL = `SELECT line_id, file_digest, source_ref, byte_offset FROM raw_lines
 WHERE node = ? AND has(?, line_id)`
 
 // LinePlaces returns the file and offset of node's lines ids.
@@ -86,31 +88,55 @@ func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []ui
 	}
 	defer rows.Close()
 	var out []posture.BootLine
+	var refs []uint64
 	for rows.Next() {
 		var l posture.BootLine
-		if err := rows.Scan(&l.LineID, &l.File, &l.Offset); err != nil {
+		var ref uint64
+		if err := rows.Scan(&l.LineID, &l.File, &ref, &l.Offset); err != nil {
 			return nil, fmt.Errorf("scan boot line: %w", err)
 		}
 		out = append(out, l)
+		refs = append(refs, ref)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	names, err := readLineSources(ctx, s.c, refs)
+	if err != nil {
+		return nil, err
+	}
+	for i, ref := range refs {
+		if ref != 0 {
+			out[i].File = names[ref].FileDigest
+		}
+	}
+	return out, nil
 }
 
 // Lines of a node that may carry a version or an environment dump
 // (prefiltered here, matched exactly by posture). Such lines usually have
 // no timestamp of their own: ingest gives them the time of the record
 // before them, or 0 at the top of a file, hence the ts = 0 branch.
-const postureVersionLinesSQL = `SELECT file_digest, byte_offset, line_id, line FROM raw_lines
+// The file is the line's file_digest, or its source's (migration 0013):
+// FILE is replaced by that expression (lineSourceExpr), so the order and
+// the limit are the same for both kinds of rows.
+const postureVersionLinesSQL = `SELECT FILE AS file_of, byte_offset, line_id, line FROM raw_lines
 WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
  AND (like(lower(line), '%sglang==%') OR like(lower(line), '%sglang:%') OR like(lower(line), '%sglang version%')
       OR like(line, '%SGLANG_%'))
-ORDER BY file_digest, byte_offset
+ORDER BY file_of, byte_offset
 LIMIT 20000`
 
 // VersionLines are node's lines from..to (or at time 0) that may carry an
 // SGLang version or an environment dump, in file order.
 func (s PostureStatements) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
-	rows, err := s.c.Query(ctx, postureVersionLinesSQL, node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0)))
+	src, err := readNodeSources(ctx, s.c, node)
+	if err != nil {
+		return nil, err
+	}
+	file, fileArgs := lineSourceExpr(src, true)
+	args := append(fileArgs, node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0)))
+	rows, err := s.c.Query(ctx, strings.Replace(postureVersionLinesSQL, "FILE", file, 1), args...)
 	if err != nil {
 		return nil, err
 	}

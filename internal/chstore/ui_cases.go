@@ -79,10 +79,39 @@ func (s UIStore) HoldEvidence(ctx context.Context, c domain.Case, by string, at 
 		where += " AND has(?, node)"
 		args = append(args, c.Filters.Nodes)
 	}
-	err := s.Store.Exec(ctx, `INSERT INTO case_evidence (case_id, line_id, ts, ts_ns, node, role, log_format, source, file_digest,
+	// The copy names each line's file and digest whichever way the line
+	// stores them (migration 0013): the window's sources are read first
+	// and given to the copy. A source that appears after that read is
+	// left to the next hold, like a line stored after the copy.
+	var refs []uint64
+	if err := s.Store.QueryRow(ctx, "SELECT groupUniqArray(source_ref) FROM raw_lines WHERE source_ref != 0 AND "+where,
+		args[3:]...).Scan(&refs); err != nil {
+		return 0, fmt.Errorf("hold evidence: sources: %w", err)
+	}
+	names, err := readLineSources(ctx, s.Store, refs)
+	if err != nil {
+		return 0, fmt.Errorf("hold evidence: %w", err)
+	}
+	// A ref without a row (its lines stored by a write that died before
+	// its window committed) is held too, with empty names, rather than
+	// leaving the lines out of the hold.
+	for _, r := range refs {
+		if _, ok := names[r]; !ok {
+			names[r] = LineSource{}
+		}
+	}
+	src := newSourceArrays(names)
+	srcExpr, srcArgs := lineSourceExpr(src, false)
+	digestExpr, digestArgs := lineSourceExpr(src, true)
+	filter, filterArgs := lineSourceFilter(src)
+	all := append([]any{args[0]}, srcArgs...)
+	all = append(all, digestArgs...)
+	all = append(all, args[1:]...)
+	all = append(all, filterArgs...)
+	err = s.Store.Exec(ctx, `INSERT INTO case_evidence (case_id, line_id, ts, ts_ns, node, role, log_format, source, file_digest,
  byte_offset, line, held_at, held_by)
-SELECT ?, line_id, ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line, ?, ?
-FROM raw_lines FINAL WHERE `+where, args...)
+SELECT ?, line_id, ts, ts_ns, node, role, log_format, `+srcExpr+`, `+digestExpr+`, byte_offset, line, ?, ?
+FROM raw_lines FINAL WHERE `+where+` AND `+filter, all...)
 	if err != nil {
 		return 0, fmt.Errorf("hold evidence: %w", err)
 	}

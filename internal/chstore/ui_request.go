@@ -62,7 +62,16 @@ type uiTransferEventRow struct {
 // engines logged the request before the gateway answered, and clocks skew.
 const uiRequestSlack = time.Hour
 
-const uiRawCols = `ts, ts_ns, node, role, log_format, source, file_digest, byte_offset, line_no, line_id, kind, parse_status, line`
+// uiRawCols are an evidence line's columns. source_ref names the source
+// of a line written since migration 0013 (its source and file_digest are
+// empty): uiResolveSources fills them in.
+const uiRawCols = `ts, ts_ns, node, role, log_format, source, file_digest, source_ref, byte_offset, line_no, line_id, kind, parse_status, line`
+
+// uiRawLine is a row of uiRawCols.
+type uiRawLine struct {
+	domain.EvidenceLine
+	SourceRef uint64 `ch:"source_ref"`
+}
 
 // uiIdRef is where an id was seen: an id_index row.
 type uiIdRef struct {
@@ -446,7 +455,7 @@ func (s UIStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 		for id := range want {
 			missing = append(missing, id)
 		}
-		var got []domain.EvidenceLine
+		var got []uiRawLine
 		// PREWHERE on line_id: of the granules the time range selects (at
 		// least one per node), only those holding a wanted line have their
 		// text and other columns read.
@@ -454,7 +463,11 @@ func (s UIStore) linesOn(ctx context.Context, ids []uint64, nodes []string, near
 			append([]any{missing}, args...)...); err != nil {
 			return fmt.Errorf("raw lines: %w", err)
 		}
-		for _, l := range got {
+		lines, err := uiResolveSources(ctx, s.Store, got)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
 			if want[l.LineID] {
 				delete(want, l.LineID)
 				out = append(out, l)

@@ -829,3 +829,25 @@ CREATE TABLE IF NOT EXISTS kvtrail.analysis_slices ON CLUSTER kvtrail_cluster AS
 -- 0012_affected_keys_written.sql;
 
 DROP TABLE IF EXISTS kvtrail.affected_keys_mv_local ON CLUSTER kvtrail_cluster;
+
+-- 0013_line_sources.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.line_sources_local ON CLUSTER kvtrail_cluster
+(
+    source_ref   UInt64,
+    node         LowCardinality(String),
+    source       String,
+    file_digest  String,
+    first_seen   DateTime,
+    version      UInt32
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/kvtrail/line_sources_local', '{replica}', version)
+PARTITION BY tuple()
+ORDER BY source_ref
+SETTINGS index_granularity = 1024;
+
+CREATE TABLE IF NOT EXISTS kvtrail.line_sources ON CLUSTER kvtrail_cluster AS kvtrail.line_sources_local ENGINE = Distributed(kvtrail_cluster, kvtrail, line_sources_local, cityHash64(source_ref));
+
+ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
+
+ALTER TABLE kvtrail.raw_lines ON CLUSTER kvtrail_cluster ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;

@@ -745,3 +745,21 @@ SETTINGS index_granularity = 8192;
 -- 0012_affected_keys_written.sql;
 
 DROP TABLE IF EXISTS kvtrail.affected_keys_mv;
+
+-- 0013_line_sources.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.line_sources 
+(
+    source_ref   UInt64,
+    node         LowCardinality(String),
+    source       String,
+    file_digest  String,
+    first_seen   DateTime,
+    version      UInt32
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY tuple()
+ORDER BY source_ref
+SETTINGS index_granularity = 1024;
+
+ALTER TABLE kvtrail.raw_lines  ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
