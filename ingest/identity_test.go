@@ -344,11 +344,13 @@ func TestFileIngestedBeforeStreamsContinues(t *testing.T) {
 	if err != nil || res.ResumedFrom != int64(size) || res.Records != 6000 {
 		t.Fatalf("grown: %+v, %v; want resumed from %d with 6000 records", res, err, size)
 	}
-	q := "SELECT count() FROM raw_lines FINAL WHERE file_digest = ? AND byte_offset >= ? AND line_id = ?"
-	if got := count(t, s, "SELECT count() FROM raw_lines FINAL WHERE file_digest = ?", legacy); got != 1000 {
+	// New lines name their stream by reference (migration 0013).
+	ref := ingest.SourceRef("n1", p, legacy)
+	q := "SELECT count() FROM raw_lines FINAL WHERE source_ref = ? AND byte_offset >= ? AND line_id = ?"
+	if got := count(t, s, "SELECT count() FROM raw_lines FINAL WHERE source_ref = ?", ref); got != 1000 {
 		t.Errorf("%d new rows under the old id, want 1000", got)
 	}
-	if got := count(t, s, q, legacy, size, ingest.LineID(legacy, int64(size))); got != 1 {
+	if got := count(t, s, q, ref, size, ingest.LineID(legacy, int64(size))); got != 1 {
 		t.Error("the first new line does not have the id the old scheme gives it")
 	}
 }

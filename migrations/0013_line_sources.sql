@@ -40,5 +40,17 @@ SETTINGS index_granularity = 1024;
 -- finds the column there, which the migrator accepts.
 ALTER TABLE {{table "raw_lines"}} {{on_cluster}} ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
 {{if dist "raw_lines"}}
+{{if modern}}
 ALTER TABLE {{dist "raw_lines"}} {{on_cluster}} ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
+{{else}}
+-- 18.16 refuses ALTER ... ON CLUSTER of a table that is not replicated
+-- on a cluster whose shards are ("Table raw_lines isn't replicated, but
+-- shard #1 is replicated"), so there the Distributed table, which holds
+-- no rows (kvtrail inserts with insert_distributed_sync), is created
+-- again over the local table, which has the column on every replica by
+-- now (18.16 waits for the replicas to apply a replicated ALTER). An
+-- older kvtrail inserting at that moment gets an error and retries.
+DROP TABLE IF EXISTS {{dist "raw_lines"}} {{on_cluster}};
+{{distributed "raw_lines" "if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room))"}}
+{{end}}
 {{end}}

@@ -58,7 +58,7 @@ func (s *Store) BenchBaselineRows(ctx context.Context) (uint64, error) {
 }
 
 // benchRowTables are the tables an ingest writes rows to.
-var benchRowTables = []string{"raw_lines", "id_index", "node_boots", "engine_events", "batch_stats",
+var benchRowTables = []string{"line_sources", "raw_lines", "id_index", "node_boots", "engine_events", "batch_stats",
 	"transfer_events", "gateway_responses", "metric_series", "metric_samples", "page_events"}
 
 // BenchResetIngest empties every table an ingest writes, so another run

@@ -760,4 +760,6 @@ CREATE TABLE IF NOT EXISTS kvtrail.line_sources ON CLUSTER kvtrail_cluster AS kv
 
 ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
 
-ALTER TABLE kvtrail.raw_lines ON CLUSTER kvtrail_cluster ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
+DROP TABLE IF EXISTS kvtrail.raw_lines ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.raw_lines ON CLUSTER kvtrail_cluster AS kvtrail.raw_lines_local ENGINE = Distributed(kvtrail_cluster, kvtrail, raw_lines_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
