@@ -61,3 +61,49 @@ func MetricBlock(n int) (tables []string, open func(context.Context, Store) ([]T
 	}
 	return tables, open, fill
 }
+
+// RawBlock is MetricBlock for n raw_lines rows of one file source (the
+// path and stream digest as long as a simulated incident's), for
+// BenchmarkRawColumns.
+func RawBlock(n int) (tables []string, open func(context.Context, Store) ([]TableWriter, error), fill func([]TableWriter) error) {
+	var b Batch
+	base := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
+	const path, digest = "/data/incident/logs/decode-0.log", "0f3c5a9e2b7d41c8a6e09f1b3d5c7e9a0f3c5a9e2b7d41c8a6e09f1b3d5c7e9a"
+	line := "[2026-07-04 00:00:00 DP0 TP0] Decode batch, #running-req: 12, #token: 48211, token usage: 0.07, gen throughput (token/s): 811.5, #queue-req: 0"
+	for i := 0; i < n; i++ {
+		b.raw = append(b.raw, rawRow{ts: base.Add(time.Duration(i) * time.Millisecond), node: "decode-0", role: "decode", format: "sglang",
+			source: path, digest: digest, ref: SourceRef("decode-0", path, digest), offset: uint64(i * 150), lineNo: uint64(i + 1),
+			lineID: LineID(digest, int64(i*150)), kind: "batch", status: "parsed", line: line})
+	}
+	src, raw, _ := tableWrites(&b, base, nil, nil)
+	list := []tableWrite{src, raw}
+	for _, t := range list {
+		tables = append(tables, t.name)
+	}
+	open = func(ctx context.Context, s Store) ([]TableWriter, error) {
+		var xs []TableWriter
+		for _, t := range list {
+			x, err := s.OpenInsert(ctx, t.name, t.cols)
+			if err != nil {
+				return nil, err
+			}
+			xs = append(xs, x)
+		}
+		return xs, nil
+	}
+	fill = func(xs []TableWriter) error {
+		// Rebuilt each time, as the writer builds them per batch (with a
+		// nil seen set the source row is built every time, as for the
+		// first batch of a source).
+		src, raw, _ := tableWrites(&b, base, nil, nil)
+		for j, t := range []tableWrite{src, raw} {
+			for lo := 0; lo < t.n; lo += blockRows {
+				if err := t.fill(xs[j], lo, min(lo+blockRows, t.n)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return tables, open, fill
+}

@@ -40,3 +40,33 @@ func BenchmarkMetricColumns(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
 }
+
+// BenchmarkRawColumns is the writer's client-side cost per raw line:
+// building raw_lines' columns (and the line_sources row) and the driver's
+// appends, as BenchmarkMetricColumns. Reported as ns/line.
+func BenchmarkRawColumns(b *testing.B) {
+	s := testdb.New(b)
+	ctx := context.Background()
+	const n = 8192
+	tables, open, fill := ingest.RawBlock(n)
+	b.Logf("tables written: %v", tables)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		xs, err := open(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := fill(xs); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		for _, x := range xs {
+			_ = x.Abort()
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/line")
+}
