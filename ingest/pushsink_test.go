@@ -100,6 +100,15 @@ func TestLokiPushIntoClickHouse(t *testing.T) {
 			t.Errorf("%s after a repeated push: %d rows, want %d", tb, got, want)
 		}
 	}
+	// The stream is one line_sources row (migration 0013), written with
+	// the first push and named by every line.
+	if got := count(t, s, "SELECT count() FROM line_sources FINAL WHERE node = 'prefill-0' AND file_digest LIKE 'push:%' AND source LIKE '%job%'"); got != 1 {
+		t.Errorf("line_sources after two pushes of one stream: %d rows, want 1", got)
+	}
+	q = "SELECT count() FROM raw_lines FINAL WHERE source = '' AND source_ref IN (SELECT source_ref FROM line_sources)"
+	if got := count(t, s, q); got != 200 {
+		t.Errorf("pushed lines naming their stream by a stored source_ref: %d, want 200", got)
+	}
 	var records, bytes uint64
 	if err := s.QueryRow(ctx, "SELECT argMax(lines, version), argMax(bytes, version) FROM ingest_sources WHERE node = 'prefill-0'").Scan(&records, &bytes); err != nil {
 		t.Fatal(err)
