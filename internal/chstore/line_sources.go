@@ -87,29 +87,37 @@ func readLineSources(ctx context.Context, c queryConn, refs []uint64) (map[uint6
 		}
 	}
 	missing := cachedSources(want, out)
-	if len(missing) == 0 {
-		return out, nil
+	got := make(map[uint64]LineSource, len(missing))
+	for start := 0; start < len(missing); start += anListChunk {
+		if err := readLineSourcesOnce(ctx, c, missing[start:min(start+anListChunk, len(missing))], got); err != nil {
+			return nil, err
+		}
 	}
-	rows, err := c.Query(ctx, lineSourcesSQL, missing)
+	for ref, ls := range got {
+		out[ref] = ls
+	}
+	cacheSources(got)
+	return out, nil
+}
+
+func readLineSourcesOnce(ctx context.Context, c queryConn, refs []uint64, got map[uint64]LineSource) error {
+	rows, err := c.Query(ctx, lineSourcesSQL, refs)
 	if err != nil {
-		return nil, fmt.Errorf("read line sources: %w", err)
+		return fmt.Errorf("read line sources: %w", err)
 	}
 	defer rows.Close()
-	got := make(map[uint64]LineSource, len(missing))
 	for rows.Next() {
 		var ref uint64
 		var ls LineSource
 		if err := rows.Scan(&ref, &ls.Source, &ls.FileDigest); err != nil {
-			return nil, fmt.Errorf("scan line source: %w", err)
+			return fmt.Errorf("scan line source: %w", err)
 		}
 		got[ref] = ls
-		out[ref] = ls
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read line sources: %w", err)
+		return fmt.Errorf("read line sources: %w", err)
 	}
-	cacheSources(got)
-	return out, nil
+	return nil
 }
 
 // nodeLineSourcesSQL reads a node's sources, for statements that need
@@ -131,6 +139,31 @@ func newSourceArrays(m map[uint64]LineSource) sourceArrays {
 		a.digests = append(a.digests, ls.FileDigest)
 	}
 	return a
+}
+
+// sourceChunkBytes bounds the sources bound into one statement: a server
+// reads at most max_query_size (256 KiB by default) of query text, and a
+// statement using lineSourceExpr for both names binds each ref three
+// times and each name once (escaping can double a name's bytes).
+var sourceChunkBytes = 96 << 10
+
+// split returns a in parts whose bound text stays under maxBytes: one part
+// (maybe empty) when all of a fits.
+func (a sourceArrays) split(maxBytes int) []sourceArrays {
+	out := []sourceArrays{{}}
+	size := 0
+	for i, ref := range a.refs {
+		n := 3*22 + 2*(len(a.sources[i])+len(a.digests[i])) + 6
+		if last := &out[len(out)-1]; len(last.refs) > 0 && size+n > maxBytes {
+			out, size = append(out, sourceArrays{}), 0
+		}
+		last := &out[len(out)-1]
+		last.refs = append(last.refs, ref)
+		last.sources = append(last.sources, a.sources[i])
+		last.digests = append(last.digests, a.digests[i])
+		size += n
+	}
+	return out
 }
 
 // readNodeSources returns node's sources.

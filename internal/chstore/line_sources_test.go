@@ -182,6 +182,59 @@ func TestLineSourcesOldAndNewRowsReadAlike(t *testing.T) {
 		}
 	}
 
+	// With more sources than one statement names (here: one per
+	// statement), the hold copies in parts and the version lines read the
+	// sources of their own lines; the names are the same.
+	undo := chstore.SetSourceChunkBytes(1)
+	path2 := filepath.Join(dir, "prefill-0.second.log")
+	if err := os.WriteFile(path2, []byte("[2026-07-01 00:00:03] SGLANG_ENABLE_X=1 (second file)\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.New(s, ingest.Options{}).Ingest(ctx, []ingest.Source{{Path: path2, Format: "sglang", Node: node, Role: "prefill"}}); err != nil {
+		t.Fatal(err)
+	}
+	var id2 uint64
+	var stream2 string
+	if err := s.QueryRow(ctx, "SELECT any(stream_id) FROM file_checkpoints WHERE path = ?", path2).Scan(&stream2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.QueryRow(ctx, "SELECT any(line_id) FROM raw_lines WHERE source_ref = ?", ingest.SourceRef(node, path2, stream2)).Scan(&id2); err != nil || id2 == 0 {
+		t.Fatalf("the second file's line: %d, %v", id2, err)
+	}
+	want[id2] = path2 + " " + stream2
+	c2 := domain.Case{ID: "case-2", From: t0, To: t0.Add(time.Minute)}
+	if n, err := ui.HoldEvidence(ctx, c2, "tester", t0.Add(time.Hour)); err != nil || n != 4 {
+		t.Fatalf("hold in parts: %d lines, err %v; want 4", n, err)
+	}
+	got = map[uint64]string{}
+	rows, err = s.Query(ctx, "SELECT line_id, source, file_digest FROM case_evidence FINAL WHERE case_id = 'case-2'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id uint64
+		var so, fd string
+		if err := rows.Scan(&id, &so, &fd); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = so + " " + fd
+	}
+	rows.Close()
+	check("case_evidence in parts", got)
+	if vl, err = s.VersionLines(ctx, node, t0, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	order = order[:0]
+	for _, l := range vl {
+		order = append(order, l.File)
+	}
+	wantOrder = []string{oldDigest, stream, stream2}
+	sort.Strings(wantOrder)
+	if strings.Join(order, " ") != strings.Join(wantOrder, " ") {
+		t.Errorf("VersionLines with many sources: files %q, want %q", order, wantOrder)
+	}
+	undo()
+
 	// Forced re-ingests write the source again; it folds into one row.
 	for i := 0; i < 2; i++ {
 		if _, err := ingest.New(s, ingest.Options{Force: true}).Ingest(ctx, src); err != nil {
@@ -189,10 +242,10 @@ func TestLineSourcesOldAndNewRowsReadAlike(t *testing.T) {
 		}
 	}
 	var n, lines uint64
-	if err := s.QueryRow(ctx, "SELECT count() FROM line_sources FINAL").Scan(&n); err != nil || n != 1 {
-		t.Errorf("line_sources after re-ingest: %d rows, err %v; want 1", n, err)
+	if err := s.QueryRow(ctx, "SELECT count() FROM line_sources FINAL").Scan(&n); err != nil || n != 2 {
+		t.Errorf("line_sources after re-ingest: %d rows, err %v; want 2 (one per file)", n, err)
 	}
-	if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines FINAL").Scan(&lines); err != nil || lines != 3 {
-		t.Errorf("raw_lines after re-ingest: %d rows, err %v; want 3", lines, err)
+	if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines FINAL").Scan(&lines); err != nil || lines != 4 {
+		t.Errorf("raw_lines after re-ingest: %d rows, err %v; want 4", lines, err)
 	}
 }

@@ -120,23 +120,35 @@ func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []ui
 // The file is the line's file_digest, or its source's (migration 0013):
 // FILE is replaced by that expression (lineSourceExpr), so the order and
 // the limit are the same for both kinds of rows.
-const postureVersionLinesSQL = `SELECT FILE AS file_of, byte_offset, line_id, line FROM raw_lines
-WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
+const (
+	postureVersionWhere = `WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
  AND (like(lower(line), '%sglang==%') OR like(lower(line), '%sglang:%') OR like(lower(line), '%sglang version%')
-      OR like(line, '%SGLANG_%'))
+      OR like(line, '%SGLANG_%'))`
+	postureVersionLinesSQL = `SELECT FILE AS file_of, byte_offset, line_id, line FROM raw_lines
+` + postureVersionWhere + `
 ORDER BY file_of, byte_offset
 LIMIT 20000`
+	// The sources of those lines, when the node has too many to name
+	// them all in one statement.
+	postureVersionSourcesSQL = `SELECT groupUniqArray(source_ref) FROM raw_lines
+` + postureVersionWhere + ` AND source_ref != 0`
+)
 
 // VersionLines are node's lines from..to (or at time 0) that may carry an
 // SGLang version or an environment dump, in file order.
 func (s PostureStatements) VersionLines(ctx context.Context, node string, from, to time.Time) ([]posture.BootLine, error) {
+	where := []any{node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0))}
 	src, err := readNodeSources(ctx, s.c, node)
 	if err != nil {
 		return nil, err
 	}
+	if len(src.split(sourceChunkBytes)) > 1 {
+		if src, err = s.versionSources(ctx, where); err != nil {
+			return nil, err
+		}
+	}
 	file, fileArgs := lineSourceExpr(src, true)
-	args := append(fileArgs, node, uint32(max(from.Unix(), 1)), uint32(max(to.Unix(), 0)))
-	rows, err := s.c.Query(ctx, strings.Replace(postureVersionLinesSQL, "FILE", file, 1), args...)
+	rows, err := s.c.Query(ctx, strings.Replace(postureVersionLinesSQL, "FILE", file, 1), append(fileArgs, where...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,4 +187,28 @@ func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.Read
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// versionSources are the sources of the lines VersionLines reads.
+func (s PostureStatements) versionSources(ctx context.Context, where []any) (sourceArrays, error) {
+	rows, err := s.c.Query(ctx, postureVersionSourcesSQL, where...)
+	if err != nil {
+		return sourceArrays{}, fmt.Errorf("sources of version lines: %w", err)
+	}
+	var refs []uint64
+	for rows.Next() {
+		if err := rows.Scan(&refs); err != nil {
+			rows.Close()
+			return sourceArrays{}, fmt.Errorf("sources of version lines: %w", err)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return sourceArrays{}, fmt.Errorf("sources of version lines: %w", err)
+	}
+	names, err := readLineSources(ctx, s.c, refs)
+	if err != nil {
+		return sourceArrays{}, err
+	}
+	return newSourceArrays(names), nil
 }

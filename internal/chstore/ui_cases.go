@@ -100,20 +100,27 @@ func (s UIStore) HoldEvidence(ctx context.Context, c domain.Case, by string, at 
 			names[r] = LineSource{}
 		}
 	}
-	src := newSourceArrays(names)
-	srcExpr, srcArgs := lineSourceExpr(src, false)
-	digestExpr, digestArgs := lineSourceExpr(src, true)
-	filter, filterArgs := lineSourceFilter(src)
-	all := append([]any{args[0]}, srcArgs...)
-	all = append(all, digestArgs...)
-	all = append(all, args[1:]...)
-	all = append(all, filterArgs...)
-	err = s.Store.Exec(ctx, `INSERT INTO case_evidence (case_id, line_id, ts, ts_ns, node, role, log_format, source, file_digest,
+	// One copy, or with more sources than one statement can name, one
+	// per part of them (the first also copies the rows that hold their
+	// own names).
+	for i, part := range newSourceArrays(names).split(sourceChunkBytes) {
+		srcExpr, srcArgs := lineSourceExpr(part, false)
+		digestExpr, digestArgs := lineSourceExpr(part, true)
+		filter, filterArgs := "has(?, source_ref)", []any{part.refs}
+		if i == 0 {
+			filter, filterArgs = lineSourceFilter(part)
+		}
+		all := append([]any{args[0]}, srcArgs...)
+		all = append(all, digestArgs...)
+		all = append(all, args[1:]...)
+		all = append(all, filterArgs...)
+		err = s.Store.Exec(ctx, `INSERT INTO case_evidence (case_id, line_id, ts, ts_ns, node, role, log_format, source, file_digest,
  byte_offset, line, held_at, held_by)
 SELECT ?, line_id, ts, ts_ns, node, role, log_format, `+srcExpr+`, `+digestExpr+`, byte_offset, line, ?, ?
 FROM raw_lines FINAL WHERE `+where+` AND `+filter, all...)
-	if err != nil {
-		return 0, fmt.Errorf("hold evidence: %w", err)
+		if err != nil {
+			return 0, fmt.Errorf("hold evidence: %w", err)
+		}
 	}
 	return s.HeldLines(ctx, c.ID)
 }
