@@ -22,7 +22,7 @@ import (
 // ingestedTables are compared row for row (FINAL counts) between the single
 // server and the cluster.
 var ingestedTables = []string{"raw_lines", "id_index", "node_boots", "nodes", "engine_events", "batch_stats",
-	"transfer_events", "gateway_responses", "metric_samples", "metric_series", "ingest_sources", "request_facts"}
+	"transfer_events", "gateway_responses", "metric_samples", "metric_series", "line_sources", "ingest_sources", "request_facts"}
 
 // The proof: on two shards × two replicas of ClickHouse 18.16 with
 // ZooKeeper, two kvtrail processes ingest the same simulated incident at
