@@ -9,7 +9,7 @@ import (
 	"github.com/kvtrail/kvtrail/domain"
 )
 
-// BenchmarkAbortCase: abort cases of 100 candidates each, as slices build
+// BenchmarkAbortCase: abort cases of 100 requests around each abort, as slices build
 // them and hold them until the window's end; held-B/cand is the heap they
 // keep per candidate once the garbage of building them is collected.
 func BenchmarkAbortCase(b *testing.B) {
@@ -20,11 +20,17 @@ func BenchmarkAbortCase(b *testing.B) {
 		key := fmt.Sprintf("req-%08d-5f0c2a1e9b7d", i)
 		ts := t0.Add(time.Duration(i) * 300 * time.Millisecond)
 		l := uint64(i * 8)
+		// Half of them are short: those received well before the abort
+		// ended before it and are no candidates, as around a real abort.
+		dur := time.Minute
+		if i%2 == 0 {
+			dur = time.Second
+		}
 		around = append(around, &Fact{Key: key, TS: ts, Tenant: fmt.Sprintf("tenant-%03d", i%40), Model: "m", Room: uint64(i) + 1<<40,
 			GW:      &domain.GatewayResponse{RequestID: key, Status: 200, Prompt: 5000, Completion: 300, TTFTMs: 90, Line: l + 1, TS: ts},
 			Prefill: &domain.Side{Node: "prefill-1", DPRank: 2, RID: "p" + key, Boot: boot, Recv: &domain.EngineEvent{Line: l + 2, TS: ts}},
 			Decode: &domain.Side{Node: "decode-3", DPRank: 1, RID: "d" + key, Recv: &domain.EngineEvent{Line: l + 3, TS: ts},
-				Fin: &domain.EngineEvent{Line: l + 4, TS: ts.Add(time.Minute), Prompt: 5000, Completion: 300, FinishType: "stop"}},
+				Fin: &domain.EngineEvent{Line: l + 4, TS: ts.Add(dur), Prompt: 5000, Completion: 300, FinishType: "stop"}},
 			Transfer: []*domain.TransferEvent{{Event: "transfer_done", Line: l + 5, TS: ts}}})
 	}
 	src := around[0]
