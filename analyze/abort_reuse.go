@@ -203,17 +203,30 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 }
 
 func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
+	var all []Finding
+	err := p.emit(ctx, d, func(fs []Finding) error {
+		all = append(all, fs...)
+		return nil
+	})
+	return all, err
+}
+
+// emit judges the cases one by one and hands out each case's findings
+// (emitter); a case is dropped once judged.
+func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) error) error {
 	a := p.a
 	pr, err := d.Pages(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	held, err := a.replayedHolders(ctx, d, pr, p.cases)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []Finding
-	for _, c := range p.cases {
+	for ci := range p.cases {
+		c := p.cases[ci]
+		p.cases[ci] = abortCase{}
+		var out []Finding
 		t, src, rank := c.t, c.src, c.rank
 		order := 0
 		// Requests received before the abort may still have been waiting in
@@ -281,8 +294,12 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 			fd.Details["order_after_abort"] = fmt.Sprint(order)
 			out = append(out, fd)
 		}
+		if err := emit(out); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	p.cases = nil
+	return nil
 }
 
 // replayedHolders replays the decode allocator (replay.go) for every

@@ -66,7 +66,15 @@ func findingID(analyzer, version, subject string) string {
 
 // finalize fills the derived fields of fs and sorts them by ID.
 func finalize(a Analyzer, fs []Finding) []Finding {
-	seen := map[string]bool{}
+	out := finalizeNew(a, fs, map[string]bool{})
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// finalizeNew is finalize without the sort, for findings that come in
+// parts: it normalizes fs in place and keeps those whose id is not in seen
+// yet (the first copy wins), adding their ids to seen.
+func finalizeNew(a Analyzer, fs []Finding, seen map[string]bool) []Finding {
 	out := fs[:0]
 	for _, f := range fs {
 		f.Analyzer, f.AnalyzerVersion = a.Name(), a.Version()
@@ -91,7 +99,6 @@ func finalize(a Analyzer, fs []Finding) []Finding {
 		f.Confidence = clamp01(f.Confidence)
 		out = append(out, f)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 

@@ -426,24 +426,37 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	// 243 of them, still running after five minutes).
 	var held []Finding
 	for i, a := range sel {
-		if failed[i] == nil {
-			t0 := time.Now()
-			fs, err := passes[i].finish(ctx, wd)
-			took[i] += time.Since(t0)
-			found[i], failed[i] = append(found[i], fs...), err
-		}
-		res := r.result(a, wd, started, found[i], failed[i], took[i])
 		hold := func(f *Finding) bool { return reconstruct && marksVictim(a.Name(), f) }
-		if err := r.save(ctx, &res, hold); err != nil {
-			return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
-		}
-		if reconstruct {
-			// The reconstruction's victims, known early, share the
-			// allocator replay abort_reuse runs (replay_shared.go).
-			wd.noteFindings(res.Findings)
-			for _, f := range res.Findings {
-				if hold(&f) {
-					held = append(held, f)
+		var res RunResult
+		if e, ok := passes[i].(emitter); ok && failed[i] == nil {
+			var victims []Finding
+			var err error
+			res, victims, err = r.concludeStreamed(ctx, wd, a, e, found[i], took[i], started, hold)
+			if err != nil {
+				return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
+			}
+			// As below: noted for the replay, held for the reconstruction.
+			wd.noteFindings(victims)
+			held = append(held, victims...)
+		} else {
+			if failed[i] == nil {
+				t0 := time.Now()
+				fs, err := passes[i].finish(ctx, wd)
+				took[i] += time.Since(t0)
+				found[i], failed[i] = append(found[i], fs...), err
+			}
+			res = r.result(a, wd, started, found[i], failed[i], took[i])
+			if err := r.save(ctx, &res, hold); err != nil {
+				return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
+			}
+			if reconstruct {
+				// The reconstruction's victims, known early, share the
+				// allocator replay abort_reuse runs (replay_shared.go).
+				wd.noteFindings(res.Findings)
+				for _, f := range res.Findings {
+					if hold(&f) {
+						held = append(held, f)
+					}
 				}
 			}
 		}
@@ -560,20 +573,8 @@ func (r *Runner) RunAnalyzer(ctx context.Context, d *Dataset, a Analyzer) RunRes
 
 // result makes the run record of an analyzer's findings (or failure).
 func (r *Runner) result(a Analyzer, d *Dataset, started time.Time, fs []Finding, err error, dur time.Duration) RunResult {
-	params, _ := json.Marshal(a.Params())
-	run := Run{Analyzer: a.Name(), Version: a.Version(), Params: string(params), Window: d.Window,
-		Watermark: d.Watermark, Started: started, Trigger: r.Trigger, CaseID: r.CaseID}
-	if r.Live {
-		run.Trigger = TriggerLive // the current-findings rule tells live rounds apart by it
-	}
+	run := r.newRun(a, d, started)
 	run.Finished = r.now()
-	// Runs are unique executions: the nonce keeps two runs started in the
-	// same instant (pinned clocks, parallel callers) apart.
-	var nonce [8]byte
-	_, _ = rand.Read(nonce[:])
-	h := sha256.Sum256([]byte(run.Analyzer + "\x00" + run.Version + "\x00" + run.Params + "\x00" + d.Window.String() +
-		"\x00" + run.Started.Format(time.RFC3339Nano) + "\x00" + string(nonce[:])))
-	run.ID = hex.EncodeToString(h[:12])
 	res := RunResult{Run: run, Duration: dur}
 	if err != nil {
 		res.Run.Status, res.Run.Error = StatusError, err.Error()
@@ -594,6 +595,25 @@ func (r *Runner) result(a Analyzer, d *Dataset, started time.Time, fs []Finding,
 		res.Run.Status = StatusNoFindings
 	}
 	return res
+}
+
+// newRun is the record of a run of a over d started at started, with its
+// id (Finished and the counts are filled when it ends).
+func (r *Runner) newRun(a Analyzer, d *Dataset, started time.Time) Run {
+	params, _ := json.Marshal(a.Params())
+	run := Run{Analyzer: a.Name(), Version: a.Version(), Params: string(params), Window: d.Window,
+		Watermark: d.Watermark, Started: started, Trigger: r.Trigger, CaseID: r.CaseID}
+	if r.Live {
+		run.Trigger = TriggerLive // the current-findings rule tells live rounds apart by it
+	}
+	// Runs are unique executions: the nonce keeps two runs started in the
+	// same instant (pinned clocks, parallel callers) apart.
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	h := sha256.Sum256([]byte(run.Analyzer + "\x00" + run.Version + "\x00" + run.Params + "\x00" + d.Window.String() +
+		"\x00" + run.Started.Format(time.RFC3339Nano) + "\x00" + string(nonce[:])))
+	run.ID = hex.EncodeToString(h[:12])
+	return run
 }
 
 // save records the run and its findings, except those hold names (the
