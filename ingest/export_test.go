@@ -23,43 +23,17 @@ func MetricBlock(n int) (tables []string, open func(context.Context, Store) ([]T
 			m: parse.MetricSample{TS: ts, TSMs: ts.UnixMilli(), Name: name, SeriesID: parse.SeriesID(name, k, v),
 				LabelKeys: k, LabelValues: v, Value: float64(i)}})
 	}
-	var list []tableWrite
-	_, _, typed := tableWrites(&b, base, nil, nil)
-	for _, t := range typed {
-		if t.n > 0 {
-			list = append(list, t)
-			tables = append(tables, t.name)
-		}
-	}
-	open = func(ctx context.Context, s Store) ([]TableWriter, error) {
-		var xs []TableWriter
-		for _, t := range list {
-			x, err := s.OpenInsert(ctx, t.name, t.cols)
-			if err != nil {
-				return nil, err
-			}
-			xs = append(xs, x)
-		}
-		return xs, nil
-	}
-	fill = func(xs []TableWriter) error {
-		// Rebuilt each time, as the writer builds them per batch.
+	// Rebuilt at each fill, as the writer builds them per batch.
+	return writeBlock(func() []tableWrite {
+		var list []tableWrite
 		_, _, typed := tableWrites(&b, base, nil, nil)
-		j := 0
 		for _, t := range typed {
-			if t.n == 0 {
-				continue
+			if t.n > 0 {
+				list = append(list, t)
 			}
-			for lo := 0; lo < t.n; lo += blockRows {
-				if err := t.fill(xs[j], lo, min(lo+blockRows, t.n)); err != nil {
-					return err
-				}
-			}
-			j++
 		}
-		return nil
-	}
-	return tables, open, fill
+		return list
+	})
 }
 
 // RawBlock is MetricBlock for n raw_lines rows of one file source (the
@@ -75,8 +49,19 @@ func RawBlock(n int) (tables []string, open func(context.Context, Store) ([]Tabl
 			source: path, digest: digest, ref: SourceRef("decode-0", path, digest), offset: uint64(i * 150), lineNo: uint64(i + 1),
 			lineID: LineID(digest, int64(i*150)), kind: "batch", status: "parsed", line: line})
 	}
-	src, raw, _ := tableWrites(&b, base, nil, nil)
-	list := []tableWrite{src, raw}
+	// Rebuilt at each fill, as the writer builds them per batch (with a
+	// nil seen set the source row is built every time, as for the first
+	// batch of a source).
+	return writeBlock(func() []tableWrite {
+		src, raw, _ := tableWrites(&b, base, nil, nil)
+		return []tableWrite{src, raw}
+	})
+}
+
+// writeBlock is a block's tables, an opener of one INSERT per table, and
+// a filler that builds the writes anew (build) and appends their columns.
+func writeBlock(build func() []tableWrite) (tables []string, open func(context.Context, Store) ([]TableWriter, error), fill func([]TableWriter) error) {
+	list := build()
 	for _, t := range list {
 		tables = append(tables, t.name)
 	}
@@ -92,11 +77,7 @@ func RawBlock(n int) (tables []string, open func(context.Context, Store) ([]Tabl
 		return xs, nil
 	}
 	fill = func(xs []TableWriter) error {
-		// Rebuilt each time, as the writer builds them per batch (with a
-		// nil seen set the source row is built every time, as for the
-		// first batch of a source).
-		src, raw, _ := tableWrites(&b, base, nil, nil)
-		for j, t := range []tableWrite{src, raw} {
+		for j, t := range build() {
 			for lo := 0; lo < t.n; lo += blockRows {
 				if err := t.fill(xs[j], lo, min(lo+blockRows, t.n)); err != nil {
 					return err
