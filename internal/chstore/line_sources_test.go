@@ -124,20 +124,7 @@ func TestLineSourcesOldAndNewRowsReadAlike(t *testing.T) {
 	if n, err := ui.HoldEvidence(ctx, c, "tester", t0.Add(time.Hour)); err != nil || n != 3 {
 		t.Fatalf("hold: %d lines, err %v; want 3", n, err)
 	}
-	got := map[uint64]string{}
-	rows, err = s.Query(ctx, "SELECT line_id, source, file_digest FROM case_evidence FINAL WHERE case_id = 'case-1'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id uint64
-		var so, fd string
-		if err := rows.Scan(&id, &so, &fd); err != nil {
-			t.Fatal(err)
-		}
-		got[id] = so + " " + fd
-	}
-	rows.Close()
+	got := heldSources(t, s, "case-1")
 	check("case_evidence", got)
 
 	// Posture: where boot lines are, and version lines in file order.
@@ -206,20 +193,7 @@ func TestLineSourcesOldAndNewRowsReadAlike(t *testing.T) {
 	if n, err := ui.HoldEvidence(ctx, c2, "tester", t0.Add(time.Hour)); err != nil || n != 4 {
 		t.Fatalf("hold in parts: %d lines, err %v; want 4", n, err)
 	}
-	got = map[uint64]string{}
-	rows, err = s.Query(ctx, "SELECT line_id, source, file_digest FROM case_evidence FINAL WHERE case_id = 'case-2'")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id uint64
-		var so, fd string
-		if err := rows.Scan(&id, &so, &fd); err != nil {
-			t.Fatal(err)
-		}
-		got[id] = so + " " + fd
-	}
-	rows.Close()
+	got = heldSources(t, s, "case-2")
 	check("case_evidence in parts", got)
 	if vl, err = s.VersionLines(ctx, node, t0, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -248,4 +222,27 @@ func TestLineSourcesOldAndNewRowsReadAlike(t *testing.T) {
 	if err := s.QueryRow(ctx, "SELECT count() FROM raw_lines FINAL").Scan(&lines); err != nil || lines != 4 {
 		t.Errorf("raw_lines after re-ingest: %d rows, err %v; want 4", lines, err)
 	}
+}
+
+// heldSources reads a case's held lines back: line id → "source digest".
+func heldSources(t *testing.T, s *chstore.Store, caseID string) map[uint64]string {
+	t.Helper()
+	rows, err := s.Query(context.Background(), "SELECT line_id, source, file_digest FROM case_evidence FINAL WHERE case_id = ?", caseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[uint64]string{}
+	for rows.Next() {
+		var id uint64
+		var so, fd string
+		if err := rows.Scan(&id, &so, &fd); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = so + " " + fd
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
