@@ -183,17 +183,36 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 		return nil, nil, err
 	}
 	lineage, knownLineage, writerRooms, fallback := victimLineage(d, victims, pr, est)
-	if err := addLineageSources(ctx, d, victims, lineage, writerRooms); err != nil {
+	owners, err := roomOwners(ctx, d, writerRooms)
+	if err != nil {
 		return nil, nil, err
+	}
+	// Each victim is folded as soon as its sources are complete and its
+	// sources dropped, so only one victim's sources are held at a time
+	// (the fold is the same in any order: see affectedList.sorted).
+	list := affectedList{}
+	foreignOf := map[string][]foreignRef{}
+	fold := func(v *victim) {
+		if fs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(fs) > 0 {
+			foreignOf[v.key] = fs
+		}
+		v.sources = nil
+	}
+	isFallback := make(map[*victim]bool, len(fallback))
+	for _, v := range fallback {
+		isFallback[v] = true
+	}
+	for _, k := range sortedKeys(victims) {
+		if v := victims[k]; !isFallback[v] {
+			addLineageSources(v, lineage[v.room], owners)
+			fold(v)
+		}
 	}
 	// No replay possible (no room, no DP rank, no decode boot): every other
 	// tenant served on the same decode node and rank in the hours before.
-	for _, v := range fallback {
-		if err := addWindowSources(ctx, d, v); err != nil {
-			return nil, nil, err
-		}
+	if err := addWindowSources(ctx, d, fallback, fold); err != nil {
+		return nil, nil, err
 	}
-	list, foreignOf := foldVictims(victims, knownLineage)
 	rec := &Reconstruction{Rows: list.sorted()}
 	ids = uniqSortedStr(ids)
 	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
@@ -304,54 +323,67 @@ func victimLineage(d *Dataset, victims map[string]*victim, pr *pageReplay, est m
 	return lineage, knownLineage, writerRooms, fallback
 }
 
-// addLineageSources adds each victim's lineage writers as sources: the
+// addLineageSources adds a victim's lineage writers as sources: the
 // client request that owns the writer room (it may predate the window),
 // at the lineage's tier, with a confidence scaled by the writer's share of
 // the victim's stale pages.
-func addLineageSources(ctx context.Context, d *Dataset, victims map[string]*victim, lineage map[uint64][]lineageEntry, writerRooms []uint64) error {
-	owners, err := roomOwners(ctx, d, writerRooms)
-	if err != nil {
-		return err
-	}
-	for _, v := range victims {
-		for _, l := range lineage[v.room] {
-			total := 0
-			for _, n := range l.src {
-				total += n.Prompt + n.Output
+func addLineageSources(v *victim, lineage []lineageEntry, owners map[uint64]*source) {
+	for _, l := range lineage {
+		total := 0
+		for _, n := range l.src {
+			total += n.Prompt + n.Output
+		}
+		for w, n := range l.src {
+			o := owners[w]
+			if o == nil {
+				o = &source{key: "room:" + itoa(w)}
 			}
-			for w, n := range l.src {
-				o := owners[w]
-				if o == nil {
-					o = &source{key: "room:" + itoa(w)}
-				}
-				s := v.sources[o.key]
-				if s == nil {
-					cp := *o
-					s = &cp
-					v.sources[o.key] = s
-				}
-				c := v.conf
-				switch l.tier {
-				case domain.Likely:
-					c *= 0.6 + 0.3*float64(n.Prompt+n.Output)/float64(max(total, 1))
-				case domain.Possible:
-					c *= 0.2 + 0.2*float64(n.Prompt+n.Output)/float64(max(total, 1))
-				}
-				s.conf = max(s.conf, c)
-				s.findings = append(s.findings, v.findings...)
-				s.better(l.tier, int64(n.Prompt*l.ps), int64(n.Output*l.ps), append(slices.Clone(l.lines), n.Lines...))
+			s := v.sources[o.key]
+			if s == nil {
+				cp := *o
+				s = &cp
+				v.sources[o.key] = s
 			}
+			c := v.conf
+			switch l.tier {
+			case domain.Likely:
+				c *= 0.6 + 0.3*float64(n.Prompt+n.Output)/float64(max(total, 1))
+			case domain.Possible:
+				c *= 0.2 + 0.2*float64(n.Prompt+n.Output)/float64(max(total, 1))
+			}
+			s.conf = max(s.conf, c)
+			s.findings = append(s.findings, v.findings...)
+			s.better(l.tier, int64(n.Prompt*l.ps), int64(n.Output*l.ps), append(slices.Clone(l.lines), n.Lines...))
 		}
 	}
-	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // affectedAcc accumulates one row of the notification list.
 type affectedAcc struct {
-	row   AffectedRow
-	reqs  map[string]bool
-	finds map[string]bool
-	cps   map[string]bool
+	row                             AffectedRow
+	reqs, finds, cps, models, nodes map[string]bool
+	// evidenceUniq is how much of row.Evidence was sorted and unique when
+	// it was last compacted: the same lines come with every victim a
+	// source is read by, so they are compacted as they grow.
+	evidenceUniq int
+}
+
+// has reports whether s is in set, adding it when not.
+func has(set map[string]bool, s string) bool {
+	if set[s] {
+		return true
+	}
+	set[s] = true
+	return false
 }
 
 // affectedList is the notification list being folded, by role and tenant.
@@ -360,7 +392,7 @@ type affectedList map[string]*affectedAcc
 // add counts one request (and its findings, tokens and evidence) on the
 // row of tenant's role; counterpart is the other side's tenant.
 func (rows affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model, node string, ts time.Time, conf float64,
-	findings []string, counterpart string, prompt, output int64, evidence []uint64, nodes ...string) {
+	findings []string, counterpart string, prompt, output int64, evidence, more []uint64, nodes ...string) {
 	if tenant == "" {
 		return
 	}
@@ -368,112 +400,97 @@ func (rows affectedList) add(role domain.Role, tier domain.Tier, tenant, key, mo
 	a := rows[k]
 	if a == nil {
 		a = &affectedAcc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{},
-			cps: map[string]bool{}}
+			cps: map[string]bool{}, models: map[string]bool{}, nodes: map[string]bool{}}
 		rows[k] = a
 	}
 	if tier != "" && (a.row.Tier == "" || tier.Rank() < a.row.Tier.Rank()) {
 		a.row.Tier = tier
 	}
-	if !a.reqs[key] {
-		a.reqs[key] = true
+	if !has(a.reqs, key) {
 		a.row.RequestKeys = append(a.row.RequestKeys, key)
 	}
 	for _, f := range findings {
-		if !a.finds[f] {
-			a.finds[f] = true
+		if !has(a.finds, f) {
 			a.row.FindingIDs = append(a.row.FindingIDs, f)
 		}
 	}
-	if counterpart != "" && counterpart != tenant && !a.cps[counterpart] {
-		a.cps[counterpart] = true
+	if counterpart != "" && counterpart != tenant && !has(a.cps, counterpart) {
 		a.row.Counterparts = append(a.row.Counterparts, counterpart)
 	}
 	a.row.PromptTokens += prompt
 	a.row.OutputTokens += output
 	a.row.Evidence = append(a.row.Evidence, evidence...)
+	a.row.Evidence = append(a.row.Evidence, more...)
+	if len(a.row.Evidence) > 2*a.evidenceUniq+4096 {
+		a.row.Evidence = uniqSortedU64(a.row.Evidence)
+		a.evidenceUniq = len(a.row.Evidence)
+	}
 	if !ts.IsZero() && (a.row.First.IsZero() || ts.Before(a.row.First)) {
 		a.row.First = ts
 	}
 	if ts.After(a.row.Last) {
 		a.row.Last = ts
 	}
-	if model != "" {
+	if model != "" && !has(a.models, model) {
 		a.row.Models = append(a.row.Models, model)
 	}
-	a.row.Nodes = append(a.row.Nodes, node)
-	a.row.Nodes = append(a.row.Nodes, nodes...)
-	a.row.Confidence = max(a.row.Confidence, conf)
-}
-
-// foldVictims turns victims and their sources into notification-list
-// rows, victim by victim in key order. It also returns, per victim key,
-// the sources that made it a receiver.
-func foldVictims(victims map[string]*victim, knownLineage map[uint64]bool) (affectedList, map[string][]*source) {
-	rows := affectedList{}
-	keys := make([]string, 0, len(victims))
-	for k := range victims {
-		keys = append(keys, k)
+	if !has(a.nodes, node) {
+		a.row.Nodes = append(a.row.Nodes, node)
 	}
-	sort.Strings(keys)
-	foreignOf := map[string][]*source{}
-	for _, k := range keys {
-		v := victims[k]
-		if fs := rows.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(fs) > 0 {
-			foreignOf[k] = fs
+	for _, n := range nodes {
+		if !has(a.nodes, n) {
+			a.row.Nodes = append(a.row.Nodes, n)
 		}
 	}
-	return rows, foreignOf
+	a.row.Confidence = max(a.row.Confidence, conf)
 }
 
 // foldVictim adds one victim: each source of another tenant is exposed,
 // and the victim's tenant received (from those counterparts) when a
 // source makes it foreign or nothing at all is known of its pages. It
 // returns the sources that made the victim a receiver.
-func (rows affectedList) foldVictim(v *victim, lineageKnown bool) (foreignSources []*source) {
+func (rows affectedList) foldVictim(v *victim, lineageKnown bool) (foreign []foreignRef) {
 	known := lineageKnown || len(v.sources) > 0
-	foreign := false
 	var counterparts []string
-	skeys := make([]string, 0, len(v.sources))
-	for sk := range v.sources {
-		skeys = append(skeys, sk)
-	}
-	sort.Strings(skeys)
-	for _, sk := range skeys {
+	for _, sk := range sortedKeys(v.sources) {
 		s := v.sources[sk]
 		if s.tenant == "" || s.tenant == v.tenant {
 			continue
 		}
 		rows.add(RoleExposed, s.tier, s.tenant, s.key, s.model, s.node, s.ts, s.conf, s.findings, v.tenant,
-			s.promptTok, s.outputTok, append(slices.Clone(v.evidence), s.lines...))
+			s.promptTok, s.outputTok, v.evidence, s.lines)
 		// With a replayed or exact lineage, only confirmed or likely
 		// writers make the victim's tenant a receiver; without one,
 		// the possible writers are all there is.
 		if s.tier != domain.Possible || !lineageKnown {
-			foreign = true
 			counterparts = append(counterparts, s.tenant)
-			foreignSources = append(foreignSources, s)
+			foreign = append(foreign, foreignRef{tenant: s.tenant, key: s.key})
 		}
 	}
 	conf := v.conf
+	if known && len(foreign) == 0 {
+		return nil
+	}
 	if !known {
 		// No lineage at all: assume foreign, at lower confidence.
-		foreign, conf = true, v.conf*0.5
-	}
-	if !foreign {
-		return foreignSources
+		conf = v.conf * 0.5
 	}
 	model := ""
 	if v.fact != nil {
 		model = v.fact.Model
 	}
 	for _, c := range uniqSortedStr(counterparts) {
-		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, c, 0, 0, v.evidence, v.nodes...)
+		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, c, 0, 0, v.evidence, nil, v.nodes...)
 	}
 	if len(counterparts) == 0 {
-		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, "", 0, 0, v.evidence, v.nodes...)
+		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, "", 0, 0, v.evidence, nil, v.nodes...)
 	}
-	return foreignSources
+	return foreign
 }
+
+// foreignRef is a source that made a victim a receiver: its tenant and
+// request key, all foreignFindings reads of it.
+type foreignRef struct{ tenant, key string }
 
 // sorted finishes the rows (counts, sorted and unique lists) in list
 // order: received first, then exposed from the most certain tier down.
@@ -506,7 +523,7 @@ func (rows affectedList) sorted() []AffectedRow {
 // foreignFindings fills the victim findings' foreign tenants and request
 // keys from the reconstruction (they were empty for HIGH findings) and
 // returns those it changed.
-func foreignFindings(fs []Finding, victimFindings []int, foreignOf map[string][]*source) []Finding {
+func foreignFindings(fs []Finding, victimFindings []int, foreignOf map[string][]foreignRef) []Finding {
 	var updated []Finding
 	for _, i := range victimFindings {
 		f := fs[i]
@@ -537,48 +554,6 @@ func pageSizeAt(d *Dataset, node string, t time.Time) int {
 		return int(b.PageSize)
 	}
 	return 1
-}
-
-// addWindowSources is the fallback when no replay is possible: tenants
-// served on the victim's decode node (and DP rank, when known) in the
-// windowBefore before it are possible writers.
-func addWindowSources(ctx context.Context, d *Dataset, v *victim) error {
-	node := decodeNodeOf(v)
-	if node == "" {
-		return nil
-	}
-	rank := int16(-1)
-	if v.fact.Decode != nil {
-		rank = v.fact.Decode.DPRank
-	}
-	near, err := d.decodeNeighbours(ctx, node, v.ts.Add(-windowBefore), v.ts)
-	if err != nil {
-		return err
-	}
-	for _, f := range near {
-		if f.Decode == nil || f.Decode.Node != node || f.Key == v.key || f.Tenant == "" {
-			continue
-		}
-		if rank >= 0 && f.Decode.DPRank >= 0 && f.Decode.DPRank != rank {
-			continue
-		}
-		if f.TS.After(v.ts) || f.TS.Before(v.ts.Add(-windowBefore)) {
-			continue
-		}
-		s := v.sources[f.Key]
-		if s == nil {
-			s = &source{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS, node: node}
-			v.sources[f.Key] = s
-		}
-		s.conf = max(s.conf, v.conf*0.2)
-		s.findings = append(s.findings, v.findings...)
-		var lines []uint64
-		if f.Decode.Recv != nil {
-			lines = append(lines, f.Decode.Recv.Line)
-		}
-		s.better(domain.Possible, 0, 0, lines)
-	}
-	return nil
 }
 
 // namedKeys lists the requests the victim findings name: the victims and

@@ -210,6 +210,19 @@ const relinkChunk = 8_000
 
 // relink links saved facts again from their own lines and remembers them.
 func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
+	return d.linkRefs(ctx, refs, 0, func(f *Fact) {
+		if d.ByKey[f.Key] == nil {
+			d.remember(f)
+		}
+	})
+}
+
+// linkRefs links saved facts of the window again from their own lines and
+// hands each to fn. With batchLines > 0 it links them a batch of about
+// that many lines at a time, so only one batch's lines are held: a fact's
+// lines are its own, and a ref is never split between batches. With 0 it
+// reads every line first and links them together.
+func (d *Dataset) linkRefs(ctx context.Context, refs []domain.FactRef, batchLines int, fn func(*Fact)) error {
 	want := map[string]bool{}
 	var (
 		gw     []*GatewayResponse
@@ -259,15 +272,38 @@ func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
 		}
 		return nil
 	}
+	batched := 0
+	link := func() error {
+		if err := read(); err != nil {
+			return err
+		}
+		if len(want) > 0 {
+			for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
+				if want[f.Key] {
+					fn(f)
+				}
+			}
+		}
+		clear(want)
+		clear(seen)
+		gw, engine, xfer, batched = nil, nil, nil, 0
+		return nil
+	}
 	for _, r := range refs {
 		if !d.Window.Contains(r.TS) {
 			continue
+		}
+		if batchLines > 0 && batched > 0 && batched+len(r.Lines) > batchLines {
+			if err := link(); err != nil {
+				return err
+			}
 		}
 		want[r.Key] = true
 		if len(lines) == 0 {
 			lo = r.TS
 		}
 		lines = append(lines, r.Lines...)
+		batched += len(r.Lines)
 		hi = r.TS
 		if len(lines) >= relinkChunk {
 			if err := read(); err != nil {
@@ -275,41 +311,7 @@ func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
 			}
 		}
 	}
-	if err := read(); err != nil {
-		return err
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
-		if want[f.Key] && d.ByKey[f.Key] == nil {
-			d.remember(f)
-		}
-	}
-	return nil
-}
-
-// decodeNeighbours returns the requests this run saved that were decoded
-// on node in [from, to] with a tenant, in time order: from memory when the
-// window was read whole, else read back from request_facts.
-func (d *Dataset) decodeNeighbours(ctx context.Context, node string, from, to time.Time) ([]*Fact, error) {
-	if d.complete {
-		return d.Facts, nil
-	}
-	refs, err := d.DB.DecodeFactRefs(ctx, d.factsVersion, maxTime(from, d.Window.From), minTime(to, d.Window.To), node)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.relink(ctx, refs); err != nil {
-		return nil, err
-	}
-	var out []*Fact
-	for _, r := range refs {
-		if f := d.ByKey[r.Key]; f != nil {
-			out = append(out, f)
-		}
-	}
-	return out, nil
+	return link()
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -1,0 +1,185 @@
+package analyze
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// neighbour is what the no-replay fallback needs of a request decoded on
+// a victim's node: who it was, when, on which DP rank, and the line that
+// shows it arrived. It is a few strings and numbers, not the linked
+// request, so a window of them stays small.
+type neighbour struct {
+	key, tenant, model string
+	ts                 time.Time
+	rank               int16
+	recv               uint64 // the decode Receive line; 0 when none
+}
+
+func neighbourOf(f *Fact, node string) (neighbour, bool) {
+	if f.Decode == nil || f.Decode.Node != node || f.Tenant == "" {
+		return neighbour{}, false
+	}
+	n := neighbour{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS, rank: f.Decode.DPRank}
+	if f.Decode.Recv != nil {
+		n.recv = f.Decode.Recv.Line
+	}
+	return n, true
+}
+
+// neighbourWindow slides over one decode node's requests in time order:
+// victims are visited oldest first, and each asks for the windowBefore
+// before it. A slice of the window reads only the span it has not read
+// yet and links those requests in batches without keeping them; requests
+// older than the current victim's window are dropped.
+type neighbourWindow struct {
+	d       *Dataset
+	node    string
+	held    []neighbour
+	keys    map[string]bool
+	readTo  time.Time // requests up to here (to the second) are read
+	started bool
+}
+
+// neighbourBatchLines bounds the lines linked at once when reading a
+// node's neighbours back (a variable so a test can make batches small).
+var neighbourBatchLines = 4 * relinkChunk
+
+// upTo returns the held requests of the node in [to-windowBefore, to]
+// (and perhaps a few older ones of the same second; callers filter by
+// time).
+func (w *neighbourWindow) upTo(ctx context.Context, to time.Time) ([]neighbour, error) {
+	from := to.Add(-windowBefore)
+	drop := 0
+	for drop < len(w.held) && w.held[drop].ts.Before(from) {
+		delete(w.keys, w.held[drop].key)
+		drop++
+	}
+	w.held = slices.Delete(w.held, 0, drop)
+	if w.started && !w.readTo.Before(to) {
+		return w.held, nil
+	}
+	if w.started && w.readTo.After(from) {
+		from = w.readTo
+	}
+	if err := w.read(ctx, from, to); err != nil {
+		return nil, err
+	}
+	w.started, w.readTo = true, to
+	return w.held, nil
+}
+
+func (w *neighbourWindow) read(ctx context.Context, from, to time.Time) error {
+	d := w.d
+	var fresh []neighbour
+	keep := func(f *Fact) {
+		if n, ok := neighbourOf(f, w.node); ok && !w.keys[n.key] {
+			w.keys[n.key] = true
+			fresh = append(fresh, n)
+		}
+	}
+	if d.complete {
+		for _, f := range d.Facts {
+			if !f.TS.Before(from) && !f.TS.After(to) {
+				keep(f)
+			}
+		}
+	} else if lo, hi := maxTime(from, d.Window.From), minTime(to, d.Window.To); !hi.Before(lo) {
+		// Whole seconds, as request_facts.ts; the requests of the window's
+		// own lines are linked again, others held already are taken as held.
+		refs, err := d.DB.DecodeFactRefs(ctx, d.factsVersion, lo, hi, w.node)
+		if err != nil {
+			return err
+		}
+		var link []domain.FactRef
+		for _, r := range refs {
+			switch f := d.ByKey[r.Key]; {
+			case w.keys[r.Key]:
+			case f != nil:
+				keep(f)
+			default:
+				link = append(link, r)
+			}
+		}
+		if err := d.linkRefs(ctx, link, neighbourBatchLines, keep); err != nil {
+			return err
+		}
+	}
+	slices.SortFunc(fresh, func(a, b neighbour) int {
+		return cmp.Or(a.ts.Compare(b.ts), cmp.Compare(a.key, b.key))
+	})
+	w.held = append(w.held, fresh...)
+	return nil
+}
+
+// addWindowSources is the fallback when no replay is possible: tenants
+// served on the victim's decode node (and DP rank, when known) in the
+// windowBefore before it are possible writers. Victims are taken node by
+// node, oldest first, so each node's requests are read back once; each
+// victim is handed to fold as soon as its sources are complete.
+func addWindowSources(ctx context.Context, d *Dataset, fallback []*victim, fold func(*victim)) error {
+	byNode := map[string][]*victim{}
+	var nodes []string
+	for _, v := range fallback {
+		node := decodeNodeOf(v)
+		if node == "" {
+			fold(v)
+			continue
+		}
+		if byNode[node] == nil {
+			nodes = append(nodes, node)
+		}
+		byNode[node] = append(byNode[node], v)
+	}
+	slices.Sort(nodes)
+	for _, node := range nodes {
+		vs := byNode[node]
+		slices.SortFunc(vs, func(a, b *victim) int { return cmp.Or(a.ts.Compare(b.ts), cmp.Compare(a.key, b.key)) })
+		w := &neighbourWindow{d: d, node: node, keys: map[string]bool{}}
+		for _, v := range vs {
+			near, err := w.upTo(ctx, v.ts)
+			if err != nil {
+				return err
+			}
+			addNeighbours(v, node, near)
+			fold(v)
+		}
+	}
+	return nil
+}
+
+// addNeighbours adds the requests of near on the victim's DP rank (when
+// both are known) in the windowBefore before it as possible writers.
+func addNeighbours(v *victim, node string, near []neighbour) {
+	rank := int16(-1)
+	if v.fact.Decode != nil {
+		rank = v.fact.Decode.DPRank
+	}
+	for _, n := range near {
+		if n.key == v.key {
+			continue
+		}
+		if rank >= 0 && n.rank >= 0 && n.rank != rank {
+			continue
+		}
+		if n.ts.After(v.ts) || n.ts.Before(v.ts.Add(-windowBefore)) {
+			continue
+		}
+		s := v.sources[n.key]
+		if s == nil {
+			s = &source{key: n.key, tenant: n.tenant, model: n.model, ts: n.ts, node: node}
+			v.sources[n.key] = s
+		}
+		s.conf = max(s.conf, v.conf*0.2)
+		s.findings = append(s.findings, v.findings...)
+		var lines []uint64
+		if n.recv != 0 {
+			lines = append(lines, n.recv)
+		}
+		s.better(domain.Possible, 0, 0, lines)
+	}
+}
