@@ -35,7 +35,10 @@ func TestSharedReplay(t *testing.T) {
 		if res.Run.Status == StatusError {
 			t.Fatalf("%s: %s", a.Name(), res.Run.Error)
 		}
-		if err := r.save(ctx, &res, nil); err != nil {
+		if err := db.SaveFindings(ctx, res.Findings, testNow); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.SaveRun(ctx, res.Run); err != nil {
 			t.Fatal(err)
 		}
 		d.noteFindings(res.Findings)

@@ -427,39 +427,15 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	var held []Finding
 	for i, a := range sel {
 		hold := func(f *Finding) bool { return reconstruct && marksVictim(a.Name(), f) }
-		var res RunResult
-		if e, ok := passes[i].(emitter); ok && failed[i] == nil {
-			var victims []Finding
-			var err error
-			res, victims, err = r.concludeStreamed(ctx, wd, a, e, found[i], took[i], started, hold)
-			if err != nil {
-				return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
-			}
-			// As below: noted for the replay, held for the reconstruction.
-			wd.noteFindings(victims)
-			held = append(held, victims...)
-		} else {
-			if failed[i] == nil {
-				t0 := time.Now()
-				fs, err := passes[i].finish(ctx, wd)
-				took[i] += time.Since(t0)
-				found[i], failed[i] = append(found[i], fs...), err
-			}
-			res = r.result(a, wd, started, found[i], failed[i], took[i])
-			if err := r.save(ctx, &res, hold); err != nil {
-				return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
-			}
-			if reconstruct {
-				// The reconstruction's victims, known early, share the
-				// allocator replay abort_reuse runs (replay_shared.go).
-				wd.noteFindings(res.Findings)
-				for _, f := range res.Findings {
-					if hold(&f) {
-						held = append(held, f)
-					}
-				}
-			}
+		res, victims, err := r.concludeRun(ctx, wd, a, emitterOf(passes[i]), found[i], failed[i], took[i], started, hold)
+		if err != nil {
+			return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
 		}
+		// The reconstruction's victims, known early, share the allocator
+		// replay abort_reuse runs (replay_shared.go); they are held for
+		// the reconstruction, which stores them.
+		wd.noteFindings(victims)
+		held = append(held, victims...)
 		if r.Lean {
 			res.Findings, res.New, found[i] = nil, nil, nil
 		}
@@ -614,31 +590,4 @@ func (r *Runner) newRun(a Analyzer, d *Dataset, started time.Time) Run {
 		"\x00" + run.Started.Format(time.RFC3339Nano) + "\x00" + string(nonce[:])))
 	run.ID = hex.EncodeToString(h[:12])
 	return run
-}
-
-// save records the run and its findings, except those hold names (the
-// reconstruction stores them), and sets res.New.
-func (r *Runner) save(ctx context.Context, res *RunResult, hold func(*Finding) bool) error {
-	known, err := r.DB.KnownFindingIDs(ctx, res.Run.Analyzer, res.Run.Version)
-	if err != nil {
-		return err
-	}
-	for _, f := range res.Findings {
-		if !known[f.ID] {
-			res.New = append(res.New, f)
-		}
-	}
-	res.NewCount = len(res.New)
-	store := res.Findings
-	if r.Live {
-		store = res.New
-	}
-	if hold != nil && slices.ContainsFunc(store, func(f Finding) bool { return hold(&f) }) {
-		store = slices.DeleteFunc(slices.Clone(store), func(f Finding) bool { return hold(&f) })
-	}
-	if err := r.DB.SaveFindings(ctx, store, r.now()); err != nil {
-		res.Run.Status, res.Run.Error = StatusError, err.Error()
-		return errors.Join(err, r.DB.SaveRun(ctx, res.Run))
-	}
-	return r.DB.SaveRun(ctx, res.Run)
 }

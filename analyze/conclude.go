@@ -13,7 +13,7 @@ import (
 // million leads, and returning them as one list held them all, with their
 // explanations, until they were stored: about 930 MB of the 2.1 GB peak of
 // that analysis. The Runner stores each part as it comes instead
-// (concludeStreamed).
+// (concludeRun).
 type emitter interface {
 	pass
 	// emit is finish, handing its findings to out part by part; out's error
@@ -21,21 +21,45 @@ type emitter interface {
 	emit(ctx context.Context, d *Dataset, out func([]Finding) error) error
 }
 
-// streamBatch is how many findings concludeStreamed stores at a time (a
+// onePart is a pass that concludes in one part: its finish is its emit.
+type onePart struct{ pass }
+
+func (p onePart) emit(ctx context.Context, d *Dataset, out func([]Finding) error) error {
+	fs, err := p.finish(ctx, d)
+	if err != nil {
+		return err
+	}
+	return out(fs)
+}
+
+// emitterOf is p, concluding in parts when it can and in one otherwise.
+func emitterOf(p pass) emitter {
+	if e, ok := p.(emitter); ok {
+		return e
+	}
+	return onePart{p}
+}
+
+// streamBatch is how many findings concludeRun stores at a time (a
 // variable: tests make it small).
 var streamBatch = 20_000
 
-// concludeStreamed is result and save for an emitter's pass: the slices'
-// findings (early) and then each emitted part are finalized (finalizeNew:
-// the first copy of an id wins, as in finalize), counted and stored in
-// inserts of streamBatch. What hold names is not stored but returned (the
+// concludeRun ends an analyzer's run over the window and records it: the
+// slices' findings (early) and then each part its pass emits are finalized
+// (finalizeNew: the first copy of an id wins, as in finalize), counted and
+// stored in inserts of streamBatch. What hold names is not stored but returned (the
 // victims, which the reconstruction stores); the report keeps the
 // findings, sorted by id as result sorts them, unless the Runner is Lean.
-// The pass's own failure ends in an ERROR run as result records it (parts
-// already stored belong to that run, which the current-findings rule
-// never reads); a failed store is returned.
-func (r *Runner) concludeStreamed(ctx context.Context, d *Dataset, a Analyzer, e emitter, early []Finding,
+// The pass's failure, in a slice (failed) or at the end, ends in an ERROR
+// run with no findings, as result records it (parts already stored belong
+// to that run, which the current-findings rule never reads); a failed
+// store is returned.
+func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emitter, early []Finding, failed error,
 	took time.Duration, started time.Time, hold func(*Finding) bool) (RunResult, []Finding, error) {
+	if failed != nil {
+		res := r.result(a, d, started, nil, failed, took)
+		return res, nil, r.DB.SaveRun(ctx, res.Run)
+	}
 	res := RunResult{Run: r.newRun(a, d, started)}
 	known, err := r.DB.KnownFindingIDs(ctx, a.Name(), a.Version())
 	if err != nil {
