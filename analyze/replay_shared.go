@@ -142,7 +142,7 @@ func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool,
 				}
 			}
 		}
-		a, err := replayLineage(ctx, d, ph, nil, &replayAsk{writers: writers, holders: ask.holders, of: ask.of})
+		a, err := replayLineage(ctx, d, ph, &replayAsk{writers: writers, holders: ask.holders, of: ask.of})
 		if err != nil {
 			return out, err
 		}

@@ -36,8 +36,9 @@ import (
 const replayHorizon = time.Hour
 
 // replayLineage replays every decode lane from replayStart to the window
-// end and answers ask.
-func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite map[uint64]bool, ask *replayAsk) (replayAnswer, error) {
+// end and answers ask: node by node, several at once in this process, or
+// shared among an analysis job's workers (Dataset.replayer).
+func replayLineage(ctx context.Context, d *Dataset, placeholder map[uint64]bool, ask *replayAsk) (replayAnswer, error) {
 	out := newReplayAnswer()
 	if len(ask.writers) == 0 && len(ask.holders) == 0 {
 		return out, nil
@@ -47,49 +48,13 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite map[uin
 	if err != nil {
 		return out, err
 	}
-	workers := d.Cfg.ReplayWorkers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
+	run := d.replayer
+	if run == nil {
+		run = d.replayNodes
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		sem      = make(chan struct{}, workers)
-		res      = make([]replayAnswer, len(nodes))
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		cancel() // the other nodes stop
-	}
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				fail(ctx.Err())
-				return
-			}
-			defer func() { <-sem }()
-			n := newNodeReplay(d, node, placeholder, noWrite, ask)
-			if err := d.DB.ScanDecodeNodeLines(ctx, from, to, node, n.line); err != nil {
-				fail(fmt.Errorf("replay decode node %s: %w", node, err))
-				return
-			}
-			res[i] = n.finish()
-		}()
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return out, firstErr
+	res, err := run(ctx, replayJob{from: from, to: to, nodes: nodes, placeholder: placeholder, ask: ask})
+	if err != nil {
+		return out, err
 	}
 	// Nodes in order, as the replay always wrote them.
 	for _, a := range res {
@@ -103,6 +68,78 @@ func replayLineage(ctx context.Context, d *Dataset, placeholder, noWrite map[uin
 	return out, nil
 }
 
+// replayJob is one replay: the decode nodes to replay over [from, to], the
+// victims whose decode wrote only a placeholder page, and what is asked.
+type replayJob struct {
+	from, to    time.Time
+	nodes       []string
+	placeholder map[uint64]bool
+	ask         *replayAsk
+}
+
+// replayNodes replays j's nodes in this process, Config.ReplayWorkers at
+// once (default one per CPU); the answers are in j.nodes' order.
+func (d *Dataset) replayNodes(ctx context.Context, j replayJob) ([]replayAnswer, error) {
+	res := make([]replayAnswer, len(j.nodes))
+	err := eachAtOnce(ctx, len(j.nodes), d.Cfg.ReplayWorkers, func(ctx context.Context, i int) error {
+		var err error
+		res[i], err = d.replayNode(ctx, j, j.nodes[i])
+		return err
+	})
+	return res, err
+}
+
+// replayNode replays one decode node of j.
+func (d *Dataset) replayNode(ctx context.Context, j replayJob, node string) (replayAnswer, error) {
+	n := newNodeReplay(d, node, j.placeholder, j.ask)
+	if err := d.DB.ScanDecodeNodeLines(ctx, j.from, j.to, node, n.line); err != nil {
+		return replayAnswer{}, fmt.Errorf("replay decode node %s: %w", node, err)
+	}
+	return n.finish(), nil
+}
+
+// eachAtOnce calls fn for 0..n-1, up to workers at once (default one per
+// CPU); the first error cancels the others' context and is returned.
+func eachAtOnce(ctx context.Context, n, workers int, fn func(context.Context, int) error) error {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, workers)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel() // the others stop
+	}
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				fail(ctx.Err())
+				return
+			}
+			defer func() { <-sem }()
+			if err := fn(ctx, i); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
 // laneID is a lane of a decode node: a DP rank under one boot.
 type laneID struct {
 	rank int16
@@ -112,14 +149,14 @@ type laneID struct {
 // nodeReplay is one decode node's stream: the requests in flight by rid
 // and the node's lanes.
 type nodeReplay struct {
-	d                    *Dataset
-	node                 string
-	placeholder, noWrite map[uint64]bool
-	ask                  *replayAsk
-	flying               map[string]*flight
-	lanes                map[laneID]*laneStream
-	prev                 uint64
-	now                  time.Time
+	d           *Dataset
+	node        string
+	placeholder map[uint64]bool
+	ask         *replayAsk
+	flying      map[string]*flight
+	lanes       map[laneID]*laneStream
+	prev        uint64
+	now         time.Time
 }
 
 // flight is a request whose Finish has not arrived, and its lane (nil when
@@ -129,8 +166,8 @@ type flight struct {
 	ls *laneStream
 }
 
-func newNodeReplay(d *Dataset, node string, placeholder, noWrite map[uint64]bool, ask *replayAsk) *nodeReplay {
-	return &nodeReplay{d: d, node: node, placeholder: placeholder, noWrite: noWrite, ask: ask,
+func newNodeReplay(d *Dataset, node string, placeholder map[uint64]bool, ask *replayAsk) *nodeReplay {
+	return &nodeReplay{d: d, node: node, placeholder: placeholder, ask: ask,
 		flying: map[string]*flight{}, lanes: map[laneID]*laneStream{}}
 }
 
@@ -191,9 +228,6 @@ func (n *nodeReplay) admit(r *rreq) *laneStream {
 		return nil // a pool without pages: nothing to replay
 	}
 	r.placeholder = n.placeholder[r.room]
-	if n.noWrite[r.room] {
-		r.ownWrites = false
-	}
 	ls.admit(r)
 	return ls
 }

@@ -62,7 +62,7 @@ func streamNode(t *testing.T, d *Dataset, lines []*EngineEvent, ask *replayAsk, 
 	t.Helper()
 	defer func(f, c int) { flushMin, compactMin = f, c }(flushMin, compactMin)
 	flushMin, compactMin = flush, compact
-	n := newNodeReplay(d, "decode-0", map[uint64]bool{}, map[uint64]bool{}, ask)
+	n := newNodeReplay(d, "decode-0", map[uint64]bool{}, ask)
 	for _, e := range lines {
 		if err := n.line(e); err != nil {
 			t.Fatal(err)

@@ -118,6 +118,10 @@ type Dataset struct {
 	// victim findings noted for it.
 	replay *sharedReplay
 	noted  []Finding
+	// replayer runs a replay's decode nodes; nil runs them in this
+	// process (replayNodes), a job's concluding worker shares them with
+	// the job's other workers (replay_jobs.go).
+	replayer func(context.Context, replayJob) ([]replayAnswer, error)
 }
 
 // Run is an immutable analyzer_runs record.

@@ -85,7 +85,7 @@ type WorkerReport struct {
 
 // RunWorker takes part in job over w: it analyzes the slices it can claim,
 // then, if it is the one to finish, concludes the job.
-func (r *Runner) RunWorker(ctx context.Context, w Window, names []string, job Job, claims Claims, out SliceStore) (*WorkerReport, error) {
+func (r *Runner) RunWorker(ctx context.Context, w Window, names []string, job Job, claims Claims, out JobStore) (*WorkerReport, error) {
 	version, err := jobVersion(job.ID)
 	if err != nil {
 		return nil, err
@@ -144,11 +144,20 @@ func (r *Runner) RunWorker(ctx context.Context, w Window, names []string, job Jo
 			return wr, err
 		}
 	}
+	jr := &jobReplay{r: r, d: wd, job: job, claims: claims, store: out}
 	lease, err := claims.Claim(ctx, job.ID, "finish")
-	if err != nil || lease == nil {
-		return wr, err // another worker concludes
+	if err != nil {
+		return wr, err
+	}
+	if lease == nil {
+		// Another worker concludes: replay nodes for it until the job is
+		// finished, or conclude when it dies.
+		if lease, err = jr.help(ctx); err != nil || lease == nil {
+			return wr, err
+		}
 	}
 	stop := renewing(ctx, lease, job.Lease, r.Log)
+	wd.replayer = jr.run
 	rep, err := r.finishJob(ctx, wd, sel, job, started, out)
 	stop()
 	if err != nil {

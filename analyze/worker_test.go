@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -25,17 +28,28 @@ type memClaims struct {
 	// that many units (a crash with a slice claimed and not done).
 	dieAfter int
 	claimed  *int
+	// dieOn, when set, makes this worker die as it claims its first unit
+	// with that prefix (claimed, not done); waitFor makes its claims of
+	// units with that prefix find them taken until another worker has
+	// claimed one (so the other is sure to get one).
+	dieOn, waitFor string
+	// claims logs "worker unit" for every claim granted, in order.
+	claims *[]string
+	// dead: this worker died; every call fails from then on, as nothing
+	// of a dead process reaches the table.
+	dead *bool
 }
 
 func newMemClaims(lease time.Duration) *memClaims {
-	return &memClaims{lease: lease, holder: map[string]string{}, until: map[string]time.Time{}, done: map[string]bool{}}
+	return &memClaims{lease: lease, holder: map[string]string{}, until: map[string]time.Time{}, done: map[string]bool{},
+		claims: new([]string)}
 }
 
 // as is the view of one worker.
 func (c *memClaims) as(worker string, dieAfter int) *memClaims {
 	n := 0
 	return &memClaims{lease: c.lease, holder: c.holder, until: c.until, done: c.done, worker: worker,
-		dieAfter: dieAfter, claimed: &n}
+		dieAfter: dieAfter, claimed: &n, claims: c.claims, dead: new(bool)}
 }
 
 var errDied = errors.New("worker died")
@@ -54,12 +68,19 @@ func (c *memClaims) Claim(_ context.Context, job, unit string) (Lease, error) {
 	if c.done[k] || (c.holder[k] != "" && time.Now().Before(c.until[k])) {
 		return nil, nil
 	}
-	if c.dieAfter > 0 && *c.claimed >= c.dieAfter {
+	if *c.dead {
 		return nil, errDied
+	}
+	if c.waitFor != "" && strings.HasPrefix(unit, c.waitFor) && !slices.ContainsFunc(*c.claims, func(s string) bool {
+		return strings.HasPrefix(s, c.waitFor) || strings.Contains(s, " "+c.waitFor)
+	}) {
+		return nil, nil
 	}
 	*c.claimed++
 	c.holder[k], c.until[k] = c.worker, time.Now().Add(c.lease)
-	if c.dieAfter > 0 && *c.claimed == c.dieAfter {
+	*c.claims = append(*c.claims, c.worker+" "+unit)
+	if (c.dieAfter > 0 && *c.claimed == c.dieAfter) || (c.dieOn != "" && strings.HasPrefix(unit, c.dieOn)) {
+		*c.dead = true
 		return memLease{c, k}, errDied // claimed, then died before working on it
 	}
 	return memLease{c, k}, nil
@@ -68,6 +89,9 @@ func (c *memClaims) Claim(_ context.Context, job, unit string) (Lease, error) {
 func (c *memClaims) Remaining(_ context.Context, job string, units []string) ([]string, error) {
 	memMu.Lock()
 	defer memMu.Unlock()
+	if *c.dead {
+		return nil, errDied
+	}
 	var out []string
 	for _, u := range units {
 		if !c.done[job+"/"+u] {
@@ -80,6 +104,9 @@ func (c *memClaims) Remaining(_ context.Context, job string, units []string) ([]
 func (l memLease) Renew(context.Context) error {
 	memMu.Lock()
 	defer memMu.Unlock()
+	if *l.c.dead {
+		return errDied
+	}
 	l.c.until[l.unit] = time.Now().Add(l.c.lease)
 	return nil
 }
@@ -87,6 +114,9 @@ func (l memLease) Renew(context.Context) error {
 func (l memLease) Done(context.Context) error {
 	memMu.Lock()
 	defer memMu.Unlock()
+	if *l.c.dead {
+		return errDied
+	}
 	l.c.done[l.unit] = true
 	return nil
 }
@@ -139,6 +169,15 @@ func TestWorkersEqualSingleRun(t *testing.T) {
 	if reps[1].Done < 1 || reps[0].Done < 1 {
 		t.Logf("slices done: a %d, b %d of %d", reps[0].Done, reps[1].Done, reps[1].Slices)
 	}
+	total := sameAnalysis(t, single, fin)
+	t.Logf("%d findings, %d list rows, %d slices: a did %d before dying, b %d", total, len(fin.Reconstruction.Rows),
+		reps[1].Slices, reps[0].Done, reps[1].Done)
+}
+
+// sameAnalysis fails t unless the workers' report has single's findings
+// and notification list; it returns how many findings it compared.
+func sameAnalysis(t *testing.T, single, fin *Report) int {
+	t.Helper()
 	total := 0
 	for i := range single.Runs {
 		a, b := single.Runs[i], fin.Runs[i]
@@ -164,8 +203,98 @@ func TestWorkersEqualSingleRun(t *testing.T) {
 	if !reflect.DeepEqual(single.Reconstruction.Rows, fin.Reconstruction.Rows) {
 		t.Errorf("notification list differs:\nsingle  %+v\nworkers %+v", single.Reconstruction.Rows, fin.Reconstruction.Rows)
 	}
-	t.Logf("%d findings, %d list rows, %d slices: a did %d before dying, b %d", total, len(fin.Reconstruction.Rows),
-		reps[1].Slices, reps[0].Done, reps[1].Done)
+	return total
+}
+
+// TestWorkersShareTheReplay: the replay of a job's conclusion is split
+// among its workers by decode node. Worker a dies as it claims its first
+// node (b waits until it has one), so either b concludes and takes a's
+// node over after its lease, or a concluded and b takes the conclusion
+// over; either way the findings and the notification list equal a single
+// process's, which replays in one process.
+func TestWorkersShareTheReplay(t *testing.T) {
+	db, _ := loaded(t, simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: 12_288})
+	cfg := DefaultConfig()
+	cfg.DeferredRelease = "off"
+	cfg.SliceRequests = 400
+	ctx := context.Background()
+	single, err := (&Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow }}).Run(ctx, Window{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := newMemClaims(2 * time.Second)
+	job := NewJobID(testNow.Add(time.Minute))
+	var (
+		wg   sync.WaitGroup
+		reps = make([]*WorkerReport, 2)
+		errs = make([]error, 2)
+	)
+	for i, name := range []string{"a", "b"} {
+		c := claims.as(name, 0)
+		if name == "a" {
+			c.dieOn = "replay/"
+		} else {
+			c.waitFor = "replay/"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow.Add(time.Minute) }}
+			reps[i], errs[i] = r.RunWorker(ctx, Window{}, nil, Job{ID: job, Worker: name, Lease: 2 * time.Second, Poll: 100 * time.Millisecond},
+				c, db)
+		}()
+	}
+	wg.Wait()
+	if !errors.Is(errs[0], errDied) || errs[1] != nil {
+		t.Fatalf("worker a: %v (want it to die), worker b: %v", errs[0], errs[1])
+	}
+	if reps[1].Report == nil {
+		t.Fatal("worker b did not finish the job")
+	}
+	var aNode, bNodes []string
+	for _, c := range *claims.claims {
+		if w, unit, _ := strings.Cut(c, " "); strings.HasPrefix(unit, "replay/") {
+			if w == "a" {
+				aNode = append(aNode, unit)
+			} else {
+				bNodes = append(bNodes, unit)
+			}
+		}
+	}
+	if len(aNode) != 1 || len(bNodes) < 2 {
+		t.Fatalf("replay units claimed: a %v, b %v (want a to die on one, b to replay at least two)", aNode, bNodes)
+	}
+	// b's asks were answered for every node, and every answer is b's (a
+	// concluding worker that died leaves its asks half answered: the
+	// worker that takes the conclusion over asks again).
+	asks := 0
+	err = db.ReplayAsks(ctx, job, "", func(p domain.ReplayPart) error {
+		asks++
+		j, err := decodeAsk(p.Data)
+		if err != nil {
+			return err
+		}
+		answered := map[string]bool{}
+		if err := db.ReplayAnswers(ctx, job, p.Ask, func(a domain.ReplayPart) error {
+			if a.Worker != "b" {
+				t.Errorf("ask %s: %s answered by %s, which died before replaying", p.Ask, a.Unit, a.Worker)
+			}
+			answered[a.Unit] = true
+			return nil
+		}); err != nil {
+			return err
+		}
+		if strings.Contains(p.Ask, "-b-") && len(answered) != len(j.nodes) {
+			t.Errorf("ask %s: %d of %d nodes answered", p.Ask, len(answered), len(j.nodes))
+		}
+		return nil
+	})
+	if err != nil || asks == 0 {
+		t.Fatalf("replay asks: %d, %v", asks, err)
+	}
+	total := sameAnalysis(t, single, reps[1].Report)
+	t.Logf("%d findings, %d list rows; %d asks; a died on %s, b replayed %d nodes", total,
+		len(reps[1].Report.Reconstruction.Rows), asks, aNode[0], len(bNodes))
 }
 
 // normalize makes empty and nil lists alike (a JSON round trip does not

@@ -55,6 +55,14 @@ type SpeedPoint struct {
 	Status       uint16
 }
 
+// ReplayPart is a piece of an analysis job's shared allocator replay: an
+// ask (Kind "ask": what the concluding worker needs replayed) or one
+// decode node's answer to it (Kind "answer", Unit the node's unit), both
+// JSON in Data.
+type ReplayPart struct {
+	Job, Ask, Unit, Worker, Kind, Data string
+}
+
 // SliceResult is what one analyzer made of one slice of a worker's job:
 // its findings and the state it carries to the window's end (both JSON).
 type SliceResult struct {

@@ -61,6 +61,6 @@ func runAnalyzeWorker(ctx context.Context, w io.Writer, r *analyze.Runner, s ana
 // analysisStore is what an analysis worker needs of the store.
 type analysisStore interface {
 	analyze.Store
-	analyze.SliceStore
+	analyze.JobStore
 	workclaim.Store
 }

@@ -73,7 +73,7 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 	// The schema is really there: every table of the product exists.
 	for _, table := range []string{"raw_lines", "nodes", "node_boots", "engine_events", "batch_stats", "transfer_events",
 		"gateway_responses", "metric_samples", "metric_series", "line_sources", "page_events", "request_facts", "analyzer_runs", "findings",
-		"affected", "cases", "case_evidence", "exports", "ingest_sources", "audit_log", "id_index"} {
+		"affected", "cases", "case_evidence", "exports", "ingest_sources", "audit_log", "id_index", "replay_parts"} {
 		var n uint64
 		if err := s.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", s.Database(), table).Scan(&n); err != nil {
 			t.Fatal(err)

@@ -851,3 +851,22 @@ CREATE TABLE IF NOT EXISTS kvtrail.line_sources ON CLUSTER kvtrail_cluster AS kv
 ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
 
 ALTER TABLE kvtrail.raw_lines ON CLUSTER kvtrail_cluster ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
+
+-- 0014_replay_parts.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.replay_parts_local ON CLUSTER kvtrail_cluster
+(
+    job         String,
+    ask         String,
+    unit        String,
+    worker      String,
+    kind        LowCardinality(String),
+    data        String,
+    saved_at    DateTime
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/replay_parts_local', '{replica}')
+PARTITION BY toYYYYMM(saved_at)
+ORDER BY (job, ask, kind, unit, worker)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.replay_parts ON CLUSTER kvtrail_cluster AS kvtrail.replay_parts_local ENGINE = Distributed(kvtrail_cluster, kvtrail, replay_parts_local, cityHash64(job));

@@ -763,3 +763,22 @@ ALTER TABLE kvtrail.raw_lines_local ON CLUSTER kvtrail_cluster ADD COLUMN source
 DROP TABLE IF EXISTS kvtrail.raw_lines ON CLUSTER kvtrail_cluster;
 
 CREATE TABLE IF NOT EXISTS kvtrail.raw_lines ON CLUSTER kvtrail_cluster AS kvtrail.raw_lines_local ENGINE = Distributed(kvtrail_cluster, kvtrail, raw_lines_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
+
+-- 0014_replay_parts.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.replay_parts_local ON CLUSTER kvtrail_cluster
+(
+    job         String,
+    ask         String,
+    unit        String,
+    worker      String,
+    kind        LowCardinality(String),
+    data        String,
+    saved_at    DateTime
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/replay_parts_local', '{replica}')
+PARTITION BY toYYYYMM(saved_at)
+ORDER BY (job, ask, kind, unit, worker)
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.replay_parts ON CLUSTER kvtrail_cluster AS kvtrail.replay_parts_local ENGINE = Distributed(kvtrail_cluster, kvtrail, replay_parts_local, cityHash64(job));

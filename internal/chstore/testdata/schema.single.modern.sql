@@ -763,3 +763,20 @@ ORDER BY source_ref
 SETTINGS index_granularity = 1024;
 
 ALTER TABLE kvtrail.raw_lines  ADD COLUMN source_ref UInt64 DEFAULT 0 AFTER file_digest;
+
+-- 0014_replay_parts.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.replay_parts 
+(
+    job         String,
+    ask         String,
+    unit        String,
+    worker      String,
+    kind        LowCardinality(String),
+    data        String,
+    saved_at    DateTime
+)
+ENGINE = MergeTree
+PARTITION BY toYYYYMM(saved_at)
+ORDER BY (job, ask, kind, unit, worker)
+SETTINGS index_granularity = 8192;
