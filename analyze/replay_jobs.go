@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
@@ -195,64 +193,15 @@ func (jr *jobReplay) answers(ctx context.Context, a *sharedAsk) ([]replayAnswer,
 // claim the rest. It reports whether every node of a is done (by any
 // worker).
 func (jr *jobReplay) work(ctx context.Context, a *sharedAsk) (bool, error) {
-	workers := jr.d.Cfg.ReplayWorkers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		free     = make(chan struct{}, workers)
-	)
-	failed := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		return firstErr
-	}
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = fmt.Errorf("replay ask %s: %w", a.id, err)
+	err := eachAtOnce(ctx, len(a.units), jr.d.Cfg.ReplayWorkers, func(ctx context.Context, i int) error {
+		lease, err := jr.claims.Claim(ctx, jr.job.ID, a.units[i])
+		if err != nil || lease == nil {
+			return err
 		}
-		mu.Unlock()
-		cancel()
-	}
-	for i, u := range a.units {
-		select {
-		case free <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		lease, err := jr.claims.Claim(ctx, jr.job.ID, u)
-		if err != nil {
-			<-free
-			fail(err)
-			break
-		}
-		if lease == nil {
-			<-free
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-free }()
-			if err := jr.node(ctx, a, i, lease); err != nil {
-				fail(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := failed(); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
+		return jr.node(ctx, a, i, lease)
+	})
+	if err != nil {
+		return false, fmt.Errorf("replay ask %s: %w", a.id, err)
 	}
 	left, err := jr.claims.Remaining(ctx, jr.job.ID, a.units)
 	return len(left) == 0, err

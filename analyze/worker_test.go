@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -126,6 +127,28 @@ func (l memLease) Done(context.Context) error {
 // Every finding and the notification list equal a single process's
 // analysis of the same window in slices.
 func TestWorkersEqualSingleRun(t *testing.T) {
+	claims := newMemClaims(2 * time.Second)
+	single, _, reps := runTwoWorkers(t, claims.as("a", 3), claims.as("b", 0), 200*time.Millisecond)
+	fin := reps[1].Report
+	if reps[1].Done < 1 || reps[0].Done < 1 {
+		t.Logf("slices done: a %d, b %d of %d", reps[0].Done, reps[1].Done, reps[1].Slices)
+	}
+	total := sameAnalysis(t, single, fin)
+	t.Logf("%d findings, %d list rows, %d slices: a did %d before dying, b %d", total, len(fin.Reconstruction.Rows),
+		reps[1].Slices, reps[0].Done, reps[1].Done)
+}
+
+// workerRun is a worker's report and the store it ran on.
+type workerRun struct {
+	*WorkerReport
+	db *chstore.Store
+}
+
+// runTwoWorkers analyzes the abort-race incident in one process (single)
+// and as a job of workers a and b with these views of one claims table. a
+// must die (its claims make it) and b must conclude the job.
+func runTwoWorkers(t *testing.T, a, b *memClaims, poll time.Duration) (single *Report, job string, reps []workerRun) {
+	t.Helper()
 	db, _ := loaded(t, simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: 12_288})
 	cfg := DefaultConfig()
 	cfg.DeferredRelease = "off"
@@ -135,43 +158,27 @@ func TestWorkersEqualSingleRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claims := newMemClaims(2 * time.Second)
-	job := NewJobID(testNow.Add(time.Minute))
-	var (
-		wg   sync.WaitGroup
-		reps = make([]*WorkerReport, 2)
-		errs = make([]error, 2)
-	)
-	for i, name := range []string{"a", "b"} {
+	job = NewJobID(testNow.Add(time.Minute))
+	var wg sync.WaitGroup
+	reps = make([]workerRun, 2)
+	errs := make([]error, 2)
+	for i, c := range []*memClaims{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			die := 0
-			if name == "a" {
-				die = 3
-			}
 			r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow.Add(time.Minute) }}
-			reps[i], errs[i] = r.RunWorker(ctx, Window{}, nil, Job{ID: job, Worker: name, Lease: 2 * time.Second, Poll: 200 * time.Millisecond},
-				claims.as(name, die), db)
+			reps[i].db = db
+			reps[i].WorkerReport, errs[i] = r.RunWorker(ctx, Window{}, nil, Job{ID: job, Worker: c.worker, Lease: 2 * time.Second, Poll: poll}, c, db)
 		}()
 	}
 	wg.Wait()
-	if !errors.Is(errs[0], errDied) {
-		t.Fatalf("worker a: %v, want it to die", errs[0])
+	if !errors.Is(errs[0], errDied) || errs[1] != nil {
+		t.Fatalf("worker a: %v (want it to die), worker b: %v", errs[0], errs[1])
 	}
-	if errs[1] != nil {
-		t.Fatalf("worker b: %v", errs[1])
-	}
-	fin := reps[1].Report
-	if fin == nil {
+	if reps[1].Report == nil {
 		t.Fatal("worker b did not finish the job")
 	}
-	if reps[1].Done < 1 || reps[0].Done < 1 {
-		t.Logf("slices done: a %d, b %d of %d", reps[0].Done, reps[1].Done, reps[1].Slices)
-	}
-	total := sameAnalysis(t, single, fin)
-	t.Logf("%d findings, %d list rows, %d slices: a did %d before dying, b %d", total, len(fin.Reconstruction.Rows),
-		reps[1].Slices, reps[0].Done, reps[1].Done)
+	return single, job, reps
 }
 
 // sameAnalysis fails t unless the workers' report has single's findings
@@ -213,44 +220,12 @@ func sameAnalysis(t *testing.T, single, fin *Report) int {
 // over; either way the findings and the notification list equal a single
 // process's, which replays in one process.
 func TestWorkersShareTheReplay(t *testing.T) {
-	db, _ := loaded(t, simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: 12_288})
-	cfg := DefaultConfig()
-	cfg.DeferredRelease = "off"
-	cfg.SliceRequests = 400
-	ctx := context.Background()
-	single, err := (&Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow }}).Run(ctx, Window{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	claims := newMemClaims(2 * time.Second)
-	job := NewJobID(testNow.Add(time.Minute))
-	var (
-		wg   sync.WaitGroup
-		reps = make([]*WorkerReport, 2)
-		errs = make([]error, 2)
-	)
-	for i, name := range []string{"a", "b"} {
-		c := claims.as(name, 0)
-		if name == "a" {
-			c.dieOn = "replay/"
-		} else {
-			c.waitFor = "replay/"
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow.Add(time.Minute) }}
-			reps[i], errs[i] = r.RunWorker(ctx, Window{}, nil, Job{ID: job, Worker: name, Lease: 2 * time.Second, Poll: 100 * time.Millisecond},
-				c, db)
-		}()
-	}
-	wg.Wait()
-	if !errors.Is(errs[0], errDied) || errs[1] != nil {
-		t.Fatalf("worker a: %v (want it to die), worker b: %v", errs[0], errs[1])
-	}
-	if reps[1].Report == nil {
-		t.Fatal("worker b did not finish the job")
-	}
+	a, b := claims.as("a", 0), claims.as("b", 0)
+	a.dieOn, b.waitFor = "replay/", "replay/"
+	single, job, reps := runTwoWorkers(t, a, b, 100*time.Millisecond)
+	ctx := context.Background()
+	db := reps[1].db
 	var aNode, bNodes []string
 	for _, c := range *claims.claims {
 		if w, unit, _ := strings.Cut(c, " "); strings.HasPrefix(unit, "replay/") {
@@ -268,7 +243,7 @@ func TestWorkersShareTheReplay(t *testing.T) {
 	// concluding worker that died leaves its asks half answered: the
 	// worker that takes the conclusion over asks again).
 	asks := 0
-	err = db.ReplayAsks(ctx, job, "", func(p domain.ReplayPart) error {
+	err := db.ReplayAsks(ctx, job, "", func(p domain.ReplayPart) error {
 		asks++
 		j, err := decodeAsk(p.Data)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/sqlcheck"
@@ -150,7 +151,40 @@ func TestClusterMatchesSingleServer(t *testing.T) {
 	if len(wantFindings) == 0 || len(wantAffected) == 0 {
 		t.Fatal("the simulated incident produced no findings: the comparison proves nothing")
 	}
+	compareSearches(t, single, cs)
 	t.Logf("cluster: %d findings and %d affected rows equal the single server; total %s", len(gotFindings), len(gotAffected), time.Since(t0))
+}
+
+// compareSearches runs the UI's request searches by rid and by node, whose
+// room subqueries read engine_events inside a read of gateway_responses
+// (GLOBAL IN on a cluster), on both stores: the same totals and requests.
+func compareSearches(t *testing.T, single, cs *chstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	var rid, node string
+	if err := single.QueryRow(ctx, "SELECT rid, node FROM engine_events WHERE rid != '' AND bootstrap_room != 0 AND role = 'decode' ORDER BY line_id LIMIT 1").Scan(&rid, &node); err != nil {
+		t.Fatalf("a decode rid to search: %v", err)
+	}
+	for _, q := range []domain.SearchQuery{{RID: rid, Limit: 50}, {Node: node, Limit: 50}} {
+		var pages [2]domain.SearchPage
+		for i, s := range []*chstore.Store{single, cs} {
+			p, err := chstore.NewUIStore(s, time.Minute).SearchRequests(ctx, q)
+			if err != nil {
+				t.Fatalf("search %+v on store %d: %v", q, i, err)
+			}
+			pages[i] = p
+		}
+		ids := func(p domain.SearchPage) (out []string) {
+			for _, r := range p.Rows {
+				out = append(out, r.RequestID)
+			}
+			return out
+		}
+		if pages[0].Total == 0 || pages[0].Total != pages[1].Total || strings.Join(ids(pages[0]), ",") != strings.Join(ids(pages[1]), ",") {
+			t.Errorf("search rid %q node %q: single server %d (%v), cluster %d (%v)", q.RID, q.Node, pages[0].Total, ids(pages[0]),
+				pages[1].Total, ids(pages[1]))
+		}
+	}
 }
 
 // logSizes prints rows and on-disk bytes per row of each table: the
