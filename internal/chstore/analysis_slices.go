@@ -206,11 +206,11 @@ GROUP BY request_key`
 	anSpeedPointsRowsSQL = `SELECT count() FROM request_facts WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)`
 )
 
-// SpeedPointsPerQuery bounds the rows one speed-point query groups. 18.16
+// speedPointsPerQuery bounds the rows one speed-point query groups. 18.16
 // sends a GROUP BY's whole result as one block, whatever max_block_size
 // says: at 10M requests that block was 1 GB in the client. So the keys are
 // split by their hash into queries of about this many rows each.
-var SpeedPointsPerQuery uint64 = 500_000
+var speedPointsPerQuery uint64 = 500_000
 
 // ScanSpeedPoints streams, for each request saved by a run of version >=
 // version in [from, to], its prefill node and the gateway's numbers.
@@ -219,7 +219,7 @@ func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to ti
 	if err := s.QueryRow(ctx, anSpeedPointsRowsSQL, version, UnixArg(from), UnixArg(to)).Scan(&n); err != nil {
 		return fmt.Errorf("count speed points: %w", err)
 	}
-	parts := max(1, (n+SpeedPointsPerQuery-1)/SpeedPointsPerQuery)
+	parts := max(1, (n+speedPointsPerQuery-1)/speedPointsPerQuery)
 	for part := uint64(0); part < parts; part++ {
 		if err := s.scanSpeedPoints(ctx, version, from, to, parts, part, fn); err != nil {
 			return err

@@ -349,8 +349,7 @@ func TestSpeedPointsInParts(t *testing.T) {
 		}
 	}
 	read := func(per uint64) map[string]int {
-		defer func(old uint64) { chstore.SpeedPointsPerQuery = old }(chstore.SpeedPointsPerQuery)
-		chstore.SpeedPointsPerQuery = per
+		defer chstore.SetSpeedPointsPerQuery(per)()
 		got := map[string]int{}
 		if err := s.ScanSpeedPoints(ctx, 1, anT0, anT0.Add(time.Hour), func(p domain.SpeedPoint) error {
 			got[p.Key]++

@@ -7,3 +7,11 @@ func SetSourceChunkBytes(n int) func() {
 	sourceChunkBytes = n
 	return func() { sourceChunkBytes = old }
 }
+
+// SetSpeedPointsPerQuery sets how many rows one speed-point query groups
+// until the returned restore is called (tests split a small read in parts).
+func SetSpeedPointsPerQuery(n uint64) (restore func()) {
+	old := speedPointsPerQuery
+	speedPointsPerQuery = n
+	return func() { speedPointsPerQuery = old }
+}
