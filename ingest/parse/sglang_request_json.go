@@ -3,8 +3,9 @@ package parse
 import (
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/kvtrail/kvtrail/internal/jsonstr"
 )
 
 // The fast path of --log-requests-format json lines (§d):
@@ -195,7 +196,7 @@ func (r *reqJSON) topLevel(s *jsonScan) bool {
 func (r *reqJSON) obj(s *jsonScan) bool {
 	return s.members(func(key string, plain bool) bool {
 		if !plain {
-			key = jsonUnquote(key)
+			key, _ = jsonstr.Unquote(key, false) // strSpan checked the escapes
 		}
 		start := s.i
 		if !s.value(2) {
@@ -336,7 +337,8 @@ func jsonStringField(raw string) (string, bool) {
 	case raw == "" || raw == "null":
 		return "", true
 	case raw[0] == '"':
-		return jsonUnquote(raw[1 : len(raw)-1]), true
+		s, _ := jsonstr.Unquote(raw[1:len(raw)-1], false) // a valid span
+		return s, true
 	}
 	return "", false
 }
@@ -349,7 +351,8 @@ func jsonText(raw string) string {
 	}
 	switch raw[0] {
 	case '"':
-		return jsonUnquote(raw[1 : len(raw)-1])
+		s, _ := jsonstr.Unquote(raw[1:len(raw)-1], false) // a valid span
+		return s
 	case '[':
 		s := jsonScan{s: raw, i: 1}
 		s.ws()
@@ -367,104 +370,6 @@ func jsonText(raw string) string {
 func jsonUint(raw string) (uint64, bool) { return uintText(jsonText(raw)) }
 
 func jsonFloat(raw string) (float64, bool) { return floatText(jsonText(raw)) }
-
-// jsonUnquote decodes the contents of a valid JSON string literal (between
-// the quotes) as encoding/json does: escapes, UTF-16 surrogate pairs (a
-// lone half becomes U+FFFD) and invalid UTF-8 (each bad byte becomes
-// U+FFFD). Contents without escapes that are valid UTF-8 are returned as
-// they are, without a copy.
-func jsonUnquote(s string) string {
-	r := 0
-	for r < len(s) {
-		c := s[r]
-		if c == '\\' {
-			break
-		}
-		if c < utf8.RuneSelf {
-			r++
-			continue
-		}
-		rr, size := utf8.DecodeRuneInString(s[r:])
-		if rr == utf8.RuneError && size == 1 {
-			break
-		}
-		r += size
-	}
-	if r == len(s) {
-		return s
-	}
-	b := make([]byte, 0, len(s)+2*utf8.UTFMax)
-	b = append(b, s[:r]...)
-	for r < len(s) {
-		c := s[r]
-		switch {
-		case c == '\\' && r+1 < len(s):
-			r++
-			switch e := s[r]; e {
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := hex4(s[r+1:])
-				r += 5
-				if utf16.IsSurrogate(rr) {
-					var rr1 rune = -1
-					if r+1 < len(s) && s[r] == '\\' && s[r+1] == 'u' {
-						rr1 = hex4(s[r+2:])
-					}
-					if dec := utf16.DecodeRune(rr, rr1); dec != utf8.RuneError {
-						r += 6
-						b = utf8.AppendRune(b, dec)
-						continue
-					}
-					rr = utf8.RuneError
-				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default: // '"', '\\', '/'
-				b = append(b, e)
-			}
-			r++
-		case c < utf8.RuneSelf:
-			b = append(b, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRuneInString(s[r:])
-			r += size
-			b = utf8.AppendRune(b, rr)
-		}
-	}
-	return string(b)
-}
-
-// hex4 decodes the 4 hex digits at the start of s, or returns -1.
-func hex4(s string) rune {
-	if len(s) < 4 {
-		return -1
-	}
-	var r rune
-	for _, c := range []byte(s[:4]) {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
-}
 
 // uintText is rawUint after the value's text is taken: an unsigned
 // integer, else a float in range, truncated. (strconv.ParseUint of
@@ -616,7 +521,7 @@ func (s *jsonScan) strSpan() (raw string, plain, ok bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				s.i++
 			case 'u':
-				if hex4(s.s[s.i+1:]) < 0 {
+				if _, ok := jsonstr.Hex4(s.s[s.i+1:]); !ok {
 					return "", false, false
 				}
 				s.i += 5

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvtrail/kvtrail/internal/jsonstr"
 )
 
 // requestJSONCases are request-JSON messages at the edges of what
@@ -176,7 +178,7 @@ func FuzzRequestJSON(f *testing.F) {
 }
 
 // checkJSONScan compares the validating scanner with json.Valid, and
-// jsonUnquote with json.Unmarshal into a string.
+// jsonstr.Unquote of the spans it reads with json.Unmarshal into a string.
 func checkJSONScan(t *testing.T, x string) {
 	t.Helper()
 	s := jsonScan{s: x}
@@ -202,8 +204,8 @@ func checkJSONScan(t *testing.T, x string) {
 		if !ok || s.i != len(lit) {
 			t.Fatalf("strSpan rejects the valid string %q", lit)
 		}
-		if got := jsonUnquote(raw); got != want {
-			t.Fatalf("jsonUnquote(%q) = %q, encoding/json %q", raw, got, want)
+		if got, ok := jsonstr.Unquote(raw, false); !ok || got != want {
+			t.Fatalf("jsonstr.Unquote(%q) = %q, %v; encoding/json %q", raw, got, ok, want)
 		}
 		if plain && raw != want {
 			t.Fatalf("%q called plain, decodes to %q", raw, want)

@@ -7,87 +7,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/kvtrail/kvtrail/internal/jsonstr"
 )
 
 // unquoteLine decodes a JSON string literal without touching invalid UTF-8.
 // encoding/json would replace such bytes with U+FFFD, silently altering the
-// evidence; here bytes outside escapes are copied verbatim. raw comes from a
-// json.RawMessage of a document json.Unmarshal already validated, so only
-// the type needs checking.
+// evidence; here bytes outside escapes are copied verbatim (escapes decode
+// as in encoding/json). raw comes from a json.RawMessage of a document
+// json.Unmarshal already validated, so only the type needs checking; a
+// malformed escape is still refused.
 func unquoteLine(raw json.RawMessage) (string, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
 	}
-	s := raw[1 : len(raw)-1]
-	if bytes.IndexByte(s, '\\') < 0 {
-		return string(s), true
-	}
-	buf := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			buf = append(buf, c)
-			i++
-			continue
-		}
-		if i+1 >= len(s) {
-			return "", false
-		}
-		switch e := s[i+1]; e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := hex4(s[i+2:])
-			if !ok {
-				return "", false
-			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				// A valid pair is joined; anything else is U+FFFD, as in
-				// encoding/json, and the following escape is decoded alone.
-				if len(s) >= i+6 && s[i] == '\\' && s[i+1] == 'u' {
-					if r2, ok := hex4(s[i+2:]); ok {
-						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-							buf = utf8.AppendRune(buf, d)
-							i += 6
-							continue
-						}
-					}
-				}
-				r = utf8.RuneError
-			}
-			buf = utf8.AppendRune(buf, r)
-			continue
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return string(buf), true
-}
-
-func hex4(s []byte) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(s[:4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	return rune(v), true
+	return jsonstr.Unquote(string(raw[1:len(raw)-1]), true)
 }
 
 // parseUnixNanos parses a Loki timestamp: a decimal count of nanoseconds,
