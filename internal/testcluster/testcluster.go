@@ -82,6 +82,35 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatalf("start ZooKeeper: %v", err)
 	}
 
+	// A port freePort found free can be taken before the server binds it
+	// (another test process's listener or outgoing connection): the
+	// servers are then started again on fresh ports, in fresh directories.
+	for attempt := 1; ; attempt++ {
+		err := c.startServers(o, dir, attempt)
+		if err == nil {
+			break
+		}
+		if attempt < 4 && strings.Contains(err.Error(), "Address already in use") {
+			t.Logf("testcluster: %v; again on other ports", err)
+			c.stopServers()
+			continue
+		}
+		t.Fatal(err)
+	}
+	return c
+}
+
+// portsPicked, when set (by a test), is called with the servers' native
+// ports once startServers has picked them, before any server starts.
+var portsPicked func(attempt int, tcp []int)
+
+// startServers picks ports, writes the cluster's configuration and starts
+// every server (attempt > 1: in its own directories).
+func (c *Cluster) startServers(o Options, dir string, attempt int) error {
+	if attempt > 1 {
+		dir = filepath.Join(dir, fmt.Sprintf("attempt%d", attempt))
+	}
+	c.Nodes = nil
 	type ports struct{ tcp, http, inter int }
 	var ps []ports
 	for i := 0; i < o.Shards*o.Replicas; i++ {
@@ -89,11 +118,18 @@ func Start(t testing.TB, o Options) *Cluster {
 		for _, dst := range []*int{&p.tcp, &p.http, &p.inter} {
 			n, err := freePort()
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			*dst = n
 		}
 		ps = append(ps, p)
+	}
+	if portsPicked != nil {
+		tcp := make([]int, len(ps))
+		for i, p := range ps {
+			tcp[i] = p.tcp
+		}
+		portsPicked(attempt, tcp)
 	}
 	var remote strings.Builder
 	fmt.Fprintf(&remote, "    <remote_servers>\n        <%s>\n", o.Name)
@@ -131,10 +167,20 @@ func Start(t testing.TB, o Options) *Cluster {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("start %s: %v", c.Nodes[i], err)
+			return fmt.Errorf("start %s: %w", c.Nodes[i], err)
 		}
 	}
-	return c
+	return nil
+}
+
+// stopServers stops every server started (ZooKeeper keeps running).
+func (c *Cluster) stopServers() {
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); n.Stop() }()
+	}
+	wg.Wait()
 }
 
 // ProfileSettings are the user-profile settings cluster mode relies on
@@ -195,12 +241,7 @@ func (c *Cluster) Node(s, r int) *Node {
 // stopAll stops the servers in parallel (each takes about 2 s), then
 // ZooKeeper.
 func (c *Cluster) stopAll() {
-	var wg sync.WaitGroup
-	for _, n := range c.Nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); n.Stop() }()
-	}
-	wg.Wait()
+	c.stopServers()
 	if c.zk != nil && c.zk.Process != nil {
 		_ = c.zk.Process.Signal(syscall.SIGTERM)
 		select {

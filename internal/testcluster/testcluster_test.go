@@ -2,6 +2,8 @@ package testcluster
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -9,11 +11,27 @@ import (
 )
 
 // The cluster comes up with its macros and every host sees all four in
-// system.clusters.
+// system.clusters, also when a port picked for it is taken before its
+// server binds it (the first attempt's port of one server is held here).
 func TestClusterStarts(t *testing.T) {
+	attempts := 0
+	portsPicked = func(attempt int, tcp []int) {
+		attempts = attempt
+		if attempt == 1 {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp[2])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+		}
+	}
+	t.Cleanup(func() { portsPicked = nil })
 	t0 := time.Now()
 	c := Start(t, Options{})
-	t.Logf("ZooKeeper + %d servers ready in %s", len(c.Nodes), time.Since(t0))
+	t.Logf("ZooKeeper + %d servers ready in %s, attempt %d", len(c.Nodes), time.Since(t0), attempts)
+	if attempts != 2 {
+		t.Errorf("servers started at attempt %d, want 2 (the first found a port taken)", attempts)
+	}
 	for _, n := range c.Nodes {
 		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr}})
 		if err != nil {
