@@ -79,11 +79,11 @@ func OpenEngine(dir string) (*Engine, error) {
 	e := &Engine{sess: sess, dir: dir}
 	// kvtrail's servers run in UTC, and bound times are written without a
 	// zone (the driver's binder): the session must agree.
-	if _, err := e.raw("SET session_timezone = 'UTC'", "TabSeparated"); err != nil {
+	if _, err := e.raw(chstore.EngineSessionUTCSQL, "TabSeparated"); err != nil {
 		sess.Close()
 		return nil, err
 	}
-	out, err := e.raw("SELECT version()", "TabSeparated")
+	out, err := e.raw(chstore.EngineVersionSQL, "TabSeparated")
 	if err != nil {
 		sess.Close()
 		return nil, err
@@ -183,7 +183,7 @@ type Store struct {
 
 // Open creates database db if needed and returns a handle on it.
 func (e *Engine) Open(db string) (*Store, error) {
-	if _, err := e.run("default", "CREATE DATABASE IF NOT EXISTS "+quoteIdent(db), "TabSeparated"); err != nil {
+	if _, err := e.run("default", chstore.EngineCreateDatabaseSQL(quoteIdent(db)), "TabSeparated"); err != nil {
 		return nil, err
 	}
 	return &Store{e: e, db: db}, nil
@@ -197,7 +197,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err := s.e.run(s.db, "SELECT 1", "TabSeparated")
+	_, err := s.e.run(s.db, chstore.EnginePingSQL, "TabSeparated")
 	return err
 }
 
@@ -518,7 +518,7 @@ func (s *Store) columnTypes(ctx context.Context, db, table string) (map[string]s
 	if ok {
 		return cached, nil
 	}
-	r, err := s.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ?", db, table)
+	r, err := s.Query(ctx, chstore.EngineColumnsSQL, db, table)
 	if err != nil {
 		return nil, err
 	}
@@ -596,8 +596,7 @@ func (b *batch) Flush() error {
 		list[i] = quoteIdent(c)
 	}
 	cols := strings.Join(list, ", ")
-	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM file('%s', 'Native', '%s')", b.target, cols, cols,
-		strings.ReplaceAll(path, "'", "\\'"), strings.ReplaceAll(b.structure, "'", "\\'"))
+	q := chstore.EngineInsertFromFileSQL(b.target, cols, path, b.structure)
 	if _, err := b.s.e.run(b.s.db, q, "TabSeparated"); err != nil {
 		return err
 	}

@@ -24,13 +24,7 @@ import (
 // sqlOwnerPending are the directories whose SQL is still being moved here.
 // Remove an entry once its SQL has moved: the test fails on an entry whose
 // directory no longer holds any, so the list only shrinks.
-var sqlOwnerPending = map[string]string{
-	// Not kvtrail's queries but the embedded engine's driver: how a
-	// database is opened, a batch's column types read and its Native
-	// block loaded (INSERT ... FROM file()) on libchdb, as clickhouse-go
-	// does over the wire for a server.
-	"internal/chdbstore": "the embedded engine's driver",
-}
+var sqlOwnerPending = map[string]string{}
 
 // sqlOwnerHome is the one directory SQL may live in.
 const sqlOwnerHome = "internal/chstore"
