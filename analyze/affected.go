@@ -61,14 +61,17 @@ type source struct {
 	lines                    []uint64
 }
 
-// better keeps the more certain tier (and the larger page counts).
-func (s *source) better(t domain.Tier, prompt, output int64, lines []uint64) {
+// better keeps the more certain tier (and the larger page counts) and
+// adds the lines that show it.
+func (s *source) better(t domain.Tier, prompt, output int64, lines ...[]uint64) {
 	if s.tier == "" || t.Rank() < s.tier.Rank() {
 		s.tier = t
 	}
 	s.promptTok = max(s.promptTok, prompt)
 	s.outputTok = max(s.outputTok, output)
-	s.lines = append(s.lines, lines...)
+	for _, l := range lines {
+		s.lines = append(s.lines, l...)
+	}
 }
 
 // windowBefore is how far back the no-replay fallback looks on a victim's
@@ -353,7 +356,7 @@ func addLineageSources(v *victim, lineage []lineageEntry, owners map[uint64]*sou
 			}
 			s.conf = max(s.conf, c)
 			s.findings = append(s.findings, v.findings...)
-			s.better(l.tier, int64(n.Prompt*l.ps), int64(n.Output*l.ps), append(slices.Clone(l.lines), n.Lines...))
+			s.better(l.tier, int64(n.Prompt*l.ps), int64(n.Output*l.ps), l.lines, n.Lines)
 		}
 	}
 }

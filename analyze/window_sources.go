@@ -176,10 +176,6 @@ func addNeighbours(v *victim, node string, near []neighbour) {
 		}
 		s.conf = max(s.conf, v.conf*0.2)
 		s.findings = append(s.findings, v.findings...)
-		var lines []uint64
-		if n.recv != 0 {
-			lines = append(lines, n.recv)
-		}
-		s.better(domain.Possible, 0, 0, lines)
+		s.better(domain.Possible, 0, 0, []uint64{n.recv}) // 0 (no Receive line) is dropped with the list's zeros
 	}
 }
