@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,4 +64,51 @@ func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
 		t.Errorf("request_facts after sliced correlation: %d rows (%x), one pass: %d rows (%x)", n2, h2, n1, h1)
 	}
 	t.Logf("%d requests linked in %v over a window from 1971", saved, time.Since(start))
+}
+
+// A slice keeps, from the lines of its link margins, exactly what the
+// requests it links need: each links the same parts and lines as in a
+// load of the whole window, and the margins' other lines (the traffic
+// around the slice) are left out.
+func TestSliceMarginsKeepOnlyLinkedLines(t *testing.T) {
+	ctx := context.Background()
+	s, _ := loaded(t, simulate.Config{Scenario: "incident-2026", Seed: 3, Scale: 0.05, Days: 1})
+	from, to, _, err := DataSpan(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Window{From: from, To: to.Add(time.Second)}
+	r := &Runner{DB: s, Cfg: DefaultConfig(), Trigger: "test"}
+	whole, err := r.Load(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := from.Add(to.Sub(from) / 2).Truncate(time.Hour)
+	own := Window{From: mid, To: mid.Add(time.Hour)}
+	slice, err := r.loadSlice(ctx, whole, own, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(slice.Facts) == 0 {
+		t.Fatal("no requests in the slice: the comparison proves nothing")
+	}
+	for _, f := range slice.linked {
+		wf := whole.ByKey[f.Key]
+		if wf == nil {
+			t.Fatalf("request %s of the slice is not in the whole window", f.Key)
+		}
+		if f.Links() != wf.Links() || !slices.Equal(f.Lines(), wf.Lines()) {
+			t.Errorf("request %s: slice links %s lines %v, whole window %s %v", f.Key, f.Links(), f.Lines(), wf.Links(), wf.Lines())
+		}
+	}
+	// The slice's span with its margins, read whole.
+	c := r.Cfg.sliceContext()
+	lo, hi := own.From.Add(-c-r.Cfg.LinkMargin), own.To.Add(c+r.Cfg.LinkMargin)
+	all, err := loadEngine(ctx, s, lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(slice.Engine) >= len(all) {
+		t.Errorf("the slice kept %d of the %d engine lines of its span and margins: the margins were not filtered", len(slice.Engine), len(all))
+	}
 }

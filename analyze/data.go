@@ -44,32 +44,83 @@ func loadTransfer(ctx context.Context, db Evidence, from, to time.Time) ([]*Tran
 	return out, err
 }
 
+// coreKeys are the rooms and rids a slice's core span names: its gateway
+// responses' rooms and rids and its engine lines' (reference: a line of
+// a margin links to a request of the core only through one of these).
+type coreKeys struct {
+	gwRooms, engRooms map[uint64]bool
+	rids              map[string]bool
+}
+
+func newCoreKeys() *coreKeys {
+	return &coreKeys{gwRooms: map[uint64]bool{}, engRooms: map[uint64]bool{}, rids: map[string]bool{}}
+}
+
+func (k *coreKeys) gateway(g *GatewayResponse) {
+	k.gwRooms[g.Room] = true
+	k.rids[g.PrefillRID] = true
+	k.rids[g.DecodeRID] = true
+}
+
+func (k *coreKeys) engine(e *EngineEvent) {
+	k.engRooms[e.Room] = true
+	k.rids[e.RID] = true
+}
+
+// names reports whether a line with this room and rid can link to a
+// request of the core.
+func (k *coreKeys) names(room uint64, rid string) bool {
+	if room != 0 && (k.gwRooms[room] || k.engRooms[room]) {
+		return true
+	}
+	return rid != "" && k.rids[rid]
+}
+
 // loadLinked reads a slice's engine and transfer lines: every line of the
 // core span (the requests it links), and in the margins [lo, core) and
-// (core, hi] only the lines that can link to a request of the core (the
-// store's semi-join), so a slice's memory follows its requests, not how
-// dense the traffic around it is. The lines come in time order, as a
-// whole read gives them.
-func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, hi time.Time) error {
+// (core, hi] only the lines that can link to a request of the core (keys
+// holds the core's gateway rooms and rids; the core's engine lines are
+// added here), so a slice's memory follows its requests, not how dense
+// the traffic around it is. The margins are read whole and filtered here:
+// a margin is LinkMargin wide, while the server-side semi-join this
+// replaces read the core span again for each of its five sets and each
+// margin. The lines come in time order, as a whole read gives them.
+func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, hi time.Time, keys *coreKeys) error {
 	cf, ct := core.From.Truncate(time.Second), core.To.Truncate(time.Second)
-	addE := func(e *EngineEvent) error { d.Engine = append(d.Engine, e); return nil }
-	addT := func(t *TransferEvent) error { d.Transfer = append(d.Transfer, t); return nil }
-	if err := db.ScanLinkedEngineEvents(ctx, lo, cf.Add(-time.Second), core.From, core.To, addE); err != nil {
+	coreE, err := loadEngine(ctx, db, cf, ct)
+	if err != nil {
 		return err
 	}
-	if err := db.ScanEngineEvents(ctx, cf, ct, addE); err != nil {
+	for _, e := range coreE {
+		keys.engine(e)
+	}
+	addE := func(e *EngineEvent) error {
+		if keys.names(e.Room, e.RID) {
+			d.Engine = append(d.Engine, e)
+		}
+		return nil
+	}
+	addT := func(t *TransferEvent) error {
+		if keys.names(t.Room, t.RID) || (t.OtherRoom != 0 && keys.gwRooms[t.OtherRoom]) {
+			d.Transfer = append(d.Transfer, t)
+		}
+		return nil
+	}
+	if err := db.ScanEngineEvents(ctx, lo, cf.Add(-time.Second), addE); err != nil {
 		return err
 	}
-	if err := db.ScanLinkedEngineEvents(ctx, ct.Add(time.Second), hi, core.From, core.To, addE); err != nil {
+	d.Engine = append(d.Engine, coreE...)
+	coreE = nil
+	if err := db.ScanEngineEvents(ctx, ct.Add(time.Second), hi, addE); err != nil {
 		return err
 	}
-	if err := db.ScanLinkedTransferEvents(ctx, lo, cf.Add(-time.Second), core.From, core.To, addT); err != nil {
+	if err := db.ScanTransferEvents(ctx, lo, cf.Add(-time.Second), addT); err != nil {
 		return err
 	}
-	if err := db.ScanTransferEvents(ctx, cf, ct, addT); err != nil {
+	if err := db.ScanTransferEvents(ctx, cf, ct, func(t *TransferEvent) error { d.Transfer = append(d.Transfer, t); return nil }); err != nil {
 		return err
 	}
-	return db.ScanLinkedTransferEvents(ctx, ct.Add(time.Second), hi, core.From, core.To, addT)
+	return db.ScanTransferEvents(ctx, ct.Add(time.Second), hi, addT)
 }
 
 // loadGateway reads the gateway responses of w.

@@ -314,20 +314,36 @@ func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole b
 		c := cfg.sliceContext()
 		link = Window{From: maxTime(own.From.Add(-c), w.From), To: minTime(own.To.Add(c), w.To)}
 	}
-	gw, err := loadGateway(ctx, r.DB, link)
-	if err != nil {
-		return nil, err
-	}
 	lo, hi := link.From.Add(-cfg.LinkMargin), link.To.Add(cfg.LinkMargin)
+	var gw []*GatewayResponse
+	var err error
 	if whole {
+		if gw, err = loadGateway(ctx, r.DB, link); err != nil {
+			return nil, err
+		}
 		if d.Engine, err = loadEngine(ctx, r.DB, lo, hi); err != nil {
 			return nil, err
 		}
 		if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
 			return nil, err
 		}
-	} else if err := loadLinked(ctx, r.DB, d, link, lo, hi); err != nil {
-		return nil, err
+	} else {
+		// The core's keys come from its responses of whole seconds, as
+		// its engine lines are read; the slice links those within link.
+		keys := newCoreKeys()
+		seconds := Window{From: link.From.Truncate(time.Second), To: link.To.Truncate(time.Second).Add(time.Second)}
+		if err := r.DB.ScanGatewayResponses(ctx, seconds, func(g *GatewayResponse) error {
+			keys.gateway(g)
+			if link.Contains(g.TS) {
+				gw = append(gw, g)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := loadLinked(ctx, r.DB, d, link, lo, hi, keys); err != nil {
+			return nil, err
+		}
 	}
 	facts := correlate(link, d.Boots, d.nodes, gw, d.Engine, d.Transfer)
 	d.linked = facts

@@ -41,11 +41,6 @@ type Evidence interface {
 	ProbeMarkers(ctx context.Context, markers []string) (map[string]domain.ProbeMarker, error)
 	// Silences applies the one gap rule (domain.FindSilences) to [from, to).
 	Silences(ctx context.Context, from, to time.Time, threshold time.Duration) ([]domain.Silence, error)
-	// ScanLinkedEngineEvents and ScanLinkedTransferEvents: the lines of
-	// [from, to] that can link to a request of [coreFrom, coreTo] (its room
-	// or rid named there), in time order, each once.
-	ScanLinkedEngineEvents(ctx context.Context, from, to, coreFrom, coreTo time.Time, fn func(*domain.EngineEvent) error) error
-	ScanLinkedTransferEvents(ctx context.Context, from, to, coreFrom, coreTo time.Time, fn func(*domain.TransferEvent) error) error
 	// The reads of an analysis in slices (slices.go): requests per time
 	// bucket, the prefill host votes of the node map, saved facts of this
 	// run by key, room or decode node, the lines they were linked from,
