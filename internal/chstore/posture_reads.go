@@ -119,10 +119,13 @@ func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []ui
 // before them, or 0 at the top of a file, hence the ts = 0 branch.
 // The file is the line's file_digest, or its source's (migration 0013):
 // FILE is replaced by that expression (lineSourceExpr), so the order and
-// the limit are the same for both kinds of rows.
+// the limit are the same for both kinds of rows. "sglang:" must be
+// followed by white space, as posture's matcher requires (RE2's \s is
+// Go's): Prometheus text names every metric "sglang:…", and those lines
+// filled the limit before a version line further down the file.
 const (
 	postureVersionWhere = `WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
- AND (like(lower(line), '%sglang==%') OR like(lower(line), '%sglang:%') OR like(lower(line), '%sglang version%')
+ AND (like(lower(line), '%sglang==%') OR match(lower(line), 'sglang:\\s') OR like(lower(line), '%sglang version%')
       OR like(line, '%SGLANG_%'))`
 	postureVersionLinesSQL = `SELECT FILE AS file_of, byte_offset, line_id, line FROM raw_lines
 ` + postureVersionWhere + `
