@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
@@ -13,40 +14,77 @@ import (
 // linked requests (request_facts), runs and findings, the notification
 // list (affected) and the foreign tenants it fills into victim findings.
 
-const anInsertFacts = `INSERT INTO request_facts (request_key, ts, ts_ns, tenant, model, gateway_request_id, bootstrap_room,
- status, prompt_tokens, completion_tokens, cached_tokens, ttft_ms, duration_ms, prefill_node, prefill_rid,
- prefill_dp_rank, prefill_prompt_tokens, prefill_finish_type, prefill_rejected, prefill_limit, decode_node,
- decode_rid, decode_dp_rank, decode_prompt_tokens, decode_finish_type, transfer_failed, transfer_reason,
- corruption, links, line_ids, version)`
+// factColumns are request_facts' columns as SaveRequestFacts writes them.
+var factColumns = strings.Fields(`request_key ts ts_ns tenant model gateway_request_id bootstrap_room
+ status prompt_tokens completion_tokens cached_tokens ttft_ms duration_ms prefill_node prefill_rid
+ prefill_dp_rank prefill_prompt_tokens prefill_finish_type prefill_rejected prefill_limit decode_node
+ decode_rid decode_dp_rank decode_prompt_tokens decode_finish_type transfer_failed transfer_reason
+ corruption links line_ids version`)
 
 // anFactBatch bounds one insert's rows.
 const anFactBatch = 50_000
 
 // SaveRequestFacts writes linked requests to request_facts with the given
 // version (a later build with a higher version replaces earlier rows of
-// the same key), at most anFactBatch rows per INSERT.
+// the same key), at most anFactBatch rows per INSERT. The rows go in as
+// one slice per column: row by row, the driver boxed every value and
+// grew each column from empty, 29 allocations and 4 KB a request.
 func (s *Store) SaveRequestFacts(ctx context.Context, facts []*domain.Request, version uint64) error {
 	for start := 0; start < len(facts); start += anFactBatch {
-		end := min(start+anFactBatch, len(facts))
-		b, err := s.PrepareBatch(ctx, anInsertFacts)
+		batch := facts[start:min(start+anFactBatch, len(facts))]
+		w, err := s.OpenInsert(ctx, "request_facts", factColumns)
 		if err != nil {
 			return fmt.Errorf("prepare request_facts insert: %w", err)
 		}
-		for _, f := range facts[start:end] {
-			if err := b.Append(anFactRow(f, version)...); err != nil {
-				_ = b.Abort()
-				return fmt.Errorf("append request fact %s: %w", f.Key, err)
-			}
+		if err := w.AppendColumns(newFactBlock(batch, version).columns()...); err != nil {
+			_ = w.Abort()
+			return fmt.Errorf("append request facts: %w", err)
 		}
-		if err := b.Send(); err != nil {
+		if err := w.Send(); err != nil {
 			return fmt.Errorf("insert request_facts: %w", err)
 		}
 	}
 	return nil
 }
 
-// anFactRow is one request_facts row in anInsertFacts' column order.
-func anFactRow(f *domain.Request, version uint64) []any {
+// factBlock holds request_facts rows column by column, in factColumns'
+// order.
+type factBlock struct {
+	key, tenant, model, gwID, pNode, pRID, pFin, dNode, dRID, dFin, reason, links []string
+	ts                                                                            []time.Time
+	tsNs, room, prompt, completion, cached, pPrompt, pLimit, dPrompt, version     []uint64
+	status                                                                        []uint16
+	ttft, dur                                                                     []float64
+	pRank, dRank                                                                  []int16
+	rejected, failed, corrupt                                                     []uint8
+	lines                                                                         [][]uint64
+}
+
+func newFactBlock(facts []*domain.Request, version uint64) *factBlock {
+	n := len(facts)
+	strs := func() []string { return make([]string, 0, n) }
+	u64s := func() []uint64 { return make([]uint64, 0, n) }
+	u8s := func() []uint8 { return make([]uint8, 0, n) }
+	b := &factBlock{key: strs(), tenant: strs(), model: strs(), gwID: strs(), pNode: strs(), pRID: strs(), pFin: strs(),
+		dNode: strs(), dRID: strs(), dFin: strs(), reason: strs(), links: strs(), ts: make([]time.Time, 0, n),
+		tsNs: u64s(), room: u64s(), prompt: u64s(), completion: u64s(), cached: u64s(), pPrompt: u64s(), pLimit: u64s(),
+		dPrompt: u64s(), version: u64s(), status: make([]uint16, 0, n), ttft: make([]float64, 0, n), dur: make([]float64, 0, n),
+		pRank: make([]int16, 0, n), dRank: make([]int16, 0, n), rejected: u8s(), failed: u8s(), corrupt: u8s(),
+		lines: make([][]uint64, 0, n)}
+	for _, f := range facts {
+		b.add(f, version)
+	}
+	return b
+}
+
+func (b *factBlock) columns() []any {
+	return []any{b.key, b.ts, b.tsNs, b.tenant, b.model, b.gwID, b.room, b.status, b.prompt, b.completion, b.cached,
+		b.ttft, b.dur, b.pNode, b.pRID, b.pRank, b.pPrompt, b.pFin, b.rejected, b.pLimit, b.dNode, b.dRID, b.dRank,
+		b.dPrompt, b.dFin, b.failed, b.reason, b.corrupt, b.links, b.lines, b.version}
+}
+
+// add appends f as one row.
+func (b *factBlock) add(f *domain.Request, version uint64) {
 	var (
 		status                               uint16
 		prompt, completion, cached           uint64
@@ -90,9 +128,15 @@ func anFactRow(f *domain.Request, version uint64) []any {
 	if len(f.Corrupt) > 0 {
 		corrupt = 1
 	}
-	return []any{f.Key, f.TS, uint64(f.TS.UnixNano()), f.Tenant, f.Model, f.RequestID(), f.Room,
-		status, prompt, completion, cached, ttft, dur, pNode, pRID, pRank, pPrompt, pFin, rejected, pLimit,
-		dNode, dRID, dRank, dPrompt, dFin, failed, reason, corrupt, f.Links(), f.Lines(), version}
+	b.key, b.ts, b.tsNs = append(b.key, f.Key), append(b.ts, f.TS), append(b.tsNs, uint64(f.TS.UnixNano()))
+	b.tenant, b.model, b.gwID, b.room = append(b.tenant, f.Tenant), append(b.model, f.Model), append(b.gwID, f.RequestID()), append(b.room, f.Room)
+	b.status, b.prompt, b.completion, b.cached = append(b.status, status), append(b.prompt, prompt), append(b.completion, completion), append(b.cached, cached)
+	b.ttft, b.dur = append(b.ttft, ttft), append(b.dur, dur)
+	b.pNode, b.pRID, b.pRank, b.pPrompt, b.pFin = append(b.pNode, pNode), append(b.pRID, pRID), append(b.pRank, pRank), append(b.pPrompt, pPrompt), append(b.pFin, pFin)
+	b.rejected, b.pLimit = append(b.rejected, rejected), append(b.pLimit, pLimit)
+	b.dNode, b.dRID, b.dRank, b.dPrompt, b.dFin = append(b.dNode, dNode), append(b.dRID, dRID), append(b.dRank, dRank), append(b.dPrompt, dPrompt), append(b.dFin, dFin)
+	b.failed, b.reason, b.corrupt = append(b.failed, failed), append(b.reason, reason), append(b.corrupt, corrupt)
+	b.links, b.lines, b.version = append(b.links, f.Links()), append(b.lines, f.Lines()), append(b.version, version)
 }
 
 const anInsertRun = `INSERT INTO analyzer_runs (run_id, analyzer, version, params, window_from, window_to, watermark,
