@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -14,17 +15,8 @@ import (
 // same keys, same links, same evidence, in request_facts.
 func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
 	ctx := context.Background()
-	s, _ := loaded(t, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 2})
-	from, to, _, err := DataSpan(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := Window{From: from, To: to.Add(time.Second)}
-	r := &Runner{DB: s, Cfg: DefaultConfig(), Trigger: "test"}
-	d, err := r.Load(ctx, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r, d := loadedWhole(t, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 2})
+	w := d.Window
 	if len(d.Facts) == 0 {
 		t.Fatal("no requests in the simulated window: the comparison proves nothing")
 	}
@@ -72,17 +64,8 @@ func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
 // around the slice) are left out.
 func TestSliceMarginsKeepOnlyLinkedLines(t *testing.T) {
 	ctx := context.Background()
-	s, _ := loaded(t, simulate.Config{Scenario: "incident-2026", Seed: 3, Scale: 0.05, Days: 1})
-	from, to, _, err := DataSpan(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := Window{From: from, To: to.Add(time.Second)}
-	r := &Runner{DB: s, Cfg: DefaultConfig(), Trigger: "test"}
-	whole, err := r.Load(ctx, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, r, whole := loadedWhole(t, simulate.Config{Scenario: "incident-2026", Seed: 3, Scale: 0.05, Days: 1})
+	from, to := whole.Window.From, whole.Window.To
 	mid := from.Add(to.Sub(from) / 2).Truncate(time.Hour)
 	own := Window{From: mid, To: mid.Add(time.Hour)}
 	slice, err := r.loadSlice(ctx, whole, own, false)
@@ -111,4 +94,22 @@ func TestSliceMarginsKeepOnlyLinkedLines(t *testing.T) {
 	if len(slice.Engine) >= len(all) {
 		t.Errorf("the slice kept %d of the %d engine lines of its span and margins: the margins were not filtered", len(slice.Engine), len(all))
 	}
+}
+
+// loadedWhole simulates and ingests cfg, then loads its whole data span
+// as one window.
+func loadedWhole(t *testing.T, cfg simulate.Config) (*chstore.Store, *Runner, *Dataset) {
+	t.Helper()
+	ctx := context.Background()
+	s, _ := loaded(t, cfg)
+	from, to, _, err := DataSpan(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{DB: s, Cfg: DefaultConfig(), Trigger: "test"}
+	d, err := r.Load(ctx, Window{From: from, To: to.Add(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, r, d
 }
