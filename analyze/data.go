@@ -76,20 +76,34 @@ func (k *coreKeys) names(room uint64, rid string) bool {
 	return rid != "" && k.rids[rid]
 }
 
-// loadLinked reads a slice's engine and transfer lines: every line of the
-// core span (the requests it links), and in the margins [lo, core) and
-// (core, hi] only the lines that can link to a request of the core (keys
-// holds the core's gateway rooms and rids; the core's engine lines are
-// added here), so a slice's memory follows its requests, not how dense
-// the traffic around it is. The margins are read whole and filtered here:
-// a margin is LinkMargin wide, while the server-side semi-join this
-// replaces read the core span again for each of its five sets and each
-// margin. The lines come in time order, as a whole read gives them.
-func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, hi time.Time, keys *coreKeys) error {
+// loadLinked reads a slice's lines: the gateway responses of the core
+// span (the requests it links, returned), every engine and transfer line
+// of the core, and in the margins [lo, core) and (core, hi] only the lines
+// that can link to a request of the core (the rooms and rids its
+// responses and engine lines name), so a slice's memory follows its
+// requests, not how dense the traffic around it is. The margins are read
+// whole and filtered here: a margin is LinkMargin wide, while the
+// server-side semi-join this replaces read the core span again for each
+// of its five sets and each margin. The lines come in time order, as a
+// whole read gives them.
+func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, hi time.Time) ([]*GatewayResponse, error) {
 	cf, ct := core.From.Truncate(time.Second), core.To.Truncate(time.Second)
+	// The keys come from the responses of the core's whole seconds, as its
+	// engine lines are read; the slice links those within core.
+	keys := newCoreKeys()
+	var gw []*GatewayResponse
+	if err := db.ScanGatewayResponses(ctx, Window{From: cf, To: ct.Add(time.Second)}, func(g *GatewayResponse) error {
+		keys.gateway(g)
+		if core.Contains(g.TS) {
+			gw = append(gw, g)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
 	coreE, err := loadEngine(ctx, db, cf, ct)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, e := range coreE {
 		keys.engine(e)
@@ -107,20 +121,22 @@ func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, h
 		return nil
 	}
 	if err := db.ScanEngineEvents(ctx, lo, cf.Add(-time.Second), addE); err != nil {
-		return err
+		return nil, err
 	}
 	d.Engine = append(d.Engine, coreE...)
-	coreE = nil
 	if err := db.ScanEngineEvents(ctx, ct.Add(time.Second), hi, addE); err != nil {
-		return err
+		return nil, err
 	}
 	if err := db.ScanTransferEvents(ctx, lo, cf.Add(-time.Second), addT); err != nil {
-		return err
+		return nil, err
 	}
 	if err := db.ScanTransferEvents(ctx, cf, ct, func(t *TransferEvent) error { d.Transfer = append(d.Transfer, t); return nil }); err != nil {
-		return err
+		return nil, err
 	}
-	return db.ScanTransferEvents(ctx, ct.Add(time.Second), hi, addT)
+	if err := db.ScanTransferEvents(ctx, ct.Add(time.Second), hi, addT); err != nil {
+		return nil, err
+	}
+	return gw, nil
 }
 
 // loadGateway reads the gateway responses of w.

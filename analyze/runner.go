@@ -327,23 +327,8 @@ func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole b
 		if d.Transfer, err = loadTransfer(ctx, r.DB, lo, hi); err != nil {
 			return nil, err
 		}
-	} else {
-		// The core's keys come from its responses of whole seconds, as
-		// its engine lines are read; the slice links those within link.
-		keys := newCoreKeys()
-		seconds := Window{From: link.From.Truncate(time.Second), To: link.To.Truncate(time.Second).Add(time.Second)}
-		if err := r.DB.ScanGatewayResponses(ctx, seconds, func(g *GatewayResponse) error {
-			keys.gateway(g)
-			if link.Contains(g.TS) {
-				gw = append(gw, g)
-			}
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-		if err := loadLinked(ctx, r.DB, d, link, lo, hi, keys); err != nil {
-			return nil, err
-		}
+	} else if gw, err = loadLinked(ctx, r.DB, d, link, lo, hi); err != nil {
+		return nil, err
 	}
 	facts := correlate(link, d.Boots, d.nodes, gw, d.Engine, d.Transfer)
 	d.linked = facts
