@@ -121,8 +121,10 @@ func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []ui
 // FILE is replaced by that expression (lineSourceExpr), so the order and
 // the limit are the same for both kinds of rows. "sglang:" must be
 // followed by white space, as posture's matcher requires (RE2's \s is
-// Go's): Prometheus text names every metric "sglang:…", and those lines
-// filled the limit before a version line further down the file.
+// Go's) and as check_env prints it ("sglang: 0.5.11",
+// python/sglang/check_env.py, sgl-project/sglang at 00b08c4): SGLang
+// names every metric "sglang:…" (python/sglang/srt/metrics/collector.py),
+// and those lines filled the limit before a version line further down.
 const (
 	postureVersionWhere = `WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))
  AND (like(lower(line), '%sglang==%') OR match(lower(line), 'sglang:\\s') OR like(lower(line), '%sglang version%')

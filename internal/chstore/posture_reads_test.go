@@ -2,7 +2,6 @@ package chstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,20 +12,28 @@ import (
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
-// A node's log that carries Prometheus text (whose metric names start
-// "sglang:") before its version line: the version line is still among
-// the node's version lines. The read is capped, and the metric lines
+// A node's log that carries Prometheus text before its version line:
+// the version line is still among the node's version lines. The read is
+// capped, and the metric lines (SGLang names every metric "sglang:…")
 // used to fill the cap before the version line was reached.
+//
+// The lines are SGLang's own: the metric name and help text as
+// python/sglang/srt/metrics/collector.py declares them, and the version
+// as python/sglang/check_env.py prints it (print(f"{k}: {v}") over its
+// package list; sgl-project/sglang at 00b08c4).
 func TestVersionLinesSkipMetricNames(t *testing.T) {
 	ctx := context.Background()
-	s := testdb.Empty(t)
-	if _, err := newMigrator(t, s, nil).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := testdb.New(t)
+	const scrape = "# HELP sglang:max_total_num_tokens Maximum total number of tokens in the KV cache pool.\n" +
+		"# TYPE sglang:max_total_num_tokens gauge\n" +
+		"sglang:max_total_num_tokens{model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 681280.0\n" +
+		"# HELP sglang:cache_hit_rate The prefix cache hit rate.\n" +
+		"# TYPE sglang:cache_hit_rate gauge\n" +
+		"sglang:cache_hit_rate{model_name=\"meta-llama/Llama-3.1-8B-Instruct\"} 0.42\n"
 	var b strings.Builder
 	b.WriteString("[2026-07-01 00:00:01] server starting\n")
-	for i := range 20_500 {
-		fmt.Fprintf(&b, "# HELP sglang:metric_%d Help text.\n# TYPE sglang:metric_%d gauge\nsglang:metric_%d{tp_rank=\"0\"} 1.0\n", i, i, i)
+	for range 3_500 { // 21,000 metric lines, past the cap
+		b.WriteString(scrape)
 	}
 	b.WriteString("sglang: 0.5.11\nSGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE=1\n")
 	path := filepath.Join(t.TempDir(), "decode-0.log")
