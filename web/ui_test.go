@@ -167,6 +167,16 @@ ARRAY JOIN arrayConcat(arrayMap(x -> concat('r:', x), request_keys), arrayMap(x 
 			t.Fatalf("affected keys of the seeded rows: %v", err)
 		}
 	}
+	if strings.HasPrefix(sql, "INSERT INTO findings (") {
+		// The same for findings, whose lookup keys SaveFindings writes
+		// (migration 0015).
+		if err := st.Exec(ctx, `INSERT INTO finding_keys (key, finding_id, analyzer, ts, run_id)
+SELECT key, finding_id, analyzer, ts, run_id FROM findings
+ARRAY JOIN arrayFilter(k -> k NOT IN ('r:', 'b:0'), arrayConcat([concat('f:', finding_id), concat('r:', gateway_request_id),
+ concat('b:', toString(bootstrap_room))], arrayMap(x -> concat('r:', x), foreign_request_keys))) AS key`); err != nil {
+			t.Fatalf("finding keys of the seeded rows: %v", err)
+		}
+	}
 }
 
 // seed writes n requests for tenant acme plus a victim request, its engine

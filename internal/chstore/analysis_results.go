@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -178,6 +179,12 @@ func (s *Store) SaveFindings(ctx context.Context, fs []domain.Finding, now time.
 const anFindingBatch = 20_000
 
 func (s *Store) saveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error {
+	// The lookup keys go first: a key whose finding is not stored yet (a
+	// crash between the two inserts) finds nothing, where a finding
+	// without its keys would be missing from its requests' pages.
+	if err := s.saveFindingKeys(ctx, fs, false); err != nil {
+		return err
+	}
 	b, err := s.PrepareBatch(ctx, anInsertFindings)
 	if err != nil {
 		return fmt.Errorf("prepare findings insert: %w", err)
@@ -204,6 +211,77 @@ func (s *Store) saveFindings(ctx context.Context, fs []domain.Finding, now time.
 		return fmt.Errorf("insert findings: %w", err)
 	}
 	return nil
+}
+
+const anInsertFindingKeys = `INSERT INTO finding_keys (key, finding_id, analyzer, ts, run_id)`
+
+// saveFindingKeys writes the lookup rows of findings (migration 0008 says
+// what each key serves; 0015 why kvtrail, not a view, writes them): the
+// finding's id ('f:'), its gateway request and each foreign request key
+// ('r:') and its room ('b:', not 0). With foreignOnly, only the foreign
+// request keys: what SaveFindingForeign adds to stored findings. Rows are
+// sent in inserts of anKeyBatch; a repeat is harmless (a
+// ReplacingMergeTree, read by key).
+func (s *Store) saveFindingKeys(ctx context.Context, fs []domain.Finding, foreignOnly bool) error {
+	type row struct {
+		key string
+		f   *domain.Finding
+	}
+	var batch []row
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b, err := s.PrepareBatch(ctx, anInsertFindingKeys)
+		if err != nil {
+			return fmt.Errorf("prepare finding_keys insert: %w", err)
+		}
+		for _, r := range batch {
+			if err := b.Append(r.key, r.f.ID, r.f.Analyzer, r.f.TS.UTC(), r.f.RunID); err != nil {
+				_ = b.Abort()
+				return fmt.Errorf("append finding key: %w", err)
+			}
+		}
+		batch = batch[:0]
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert finding_keys: %w", err)
+		}
+		return nil
+	}
+	add := func(key string, f *domain.Finding) error {
+		batch = append(batch, row{key, f})
+		if len(batch) >= anKeyBatch {
+			return flush()
+		}
+		return nil
+	}
+	for i := range fs {
+		f := &fs[i]
+		if !foreignOnly {
+			if err := add("f:"+f.ID, f); err != nil {
+				return err
+			}
+			if f.GatewayRequestID != "" {
+				if err := add("r:"+f.GatewayRequestID, f); err != nil {
+					return err
+				}
+			}
+			if f.Room != 0 {
+				if err := add("b:"+strconv.FormatUint(f.Room, 10), f); err != nil {
+					return err
+				}
+			}
+		}
+		for _, k := range f.ForeignRequestKeys {
+			if k == "" {
+				continue
+			}
+			if err := add("r:"+k, f); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
 }
 
 // anStrings and anU64s turn nil into empty: the driver wants an array.
@@ -407,6 +485,10 @@ const anForeignChunkBytes = 96 << 10
 func (s *Store) SaveFindingForeign(ctx context.Context, fs []domain.Finding) error {
 	if len(fs) == 0 {
 		return nil
+	}
+	// The foreign requests' lookup keys first, as saveFindings does.
+	if err := s.saveFindingKeys(ctx, fs, true); err != nil {
+		return err
 	}
 	if err := s.saveFindingForeign(ctx, fs); err != nil {
 		return err

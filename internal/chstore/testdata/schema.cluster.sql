@@ -782,3 +782,7 @@ ORDER BY (job, ask, kind, unit, worker)
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.replay_parts ON CLUSTER kvtrail_cluster AS kvtrail.replay_parts_local ENGINE = Distributed(kvtrail_cluster, kvtrail, replay_parts_local, cityHash64(job));
+
+-- 0015_finding_keys_written.sql;
+
+DROP TABLE IF EXISTS kvtrail.finding_keys_mv_local ON CLUSTER kvtrail_cluster;

@@ -714,3 +714,7 @@ ENGINE = MergeTree
 PARTITION BY toYYYYMM(saved_at)
 ORDER BY (job, ask, kind, unit, worker)
 SETTINGS index_granularity = 8192;
+
+-- 0015_finding_keys_written.sql;
+
+DROP TABLE IF EXISTS kvtrail.finding_keys_mv;
