@@ -394,3 +394,81 @@ func TestSaveManyFindings(t *testing.T) {
 		t.Fatalf("stored %d rows of %d ids, want 45000 of 45000", n, ids)
 	}
 }
+
+// The reads of saved facts and of their evidence by key, room or line id
+// take lists far longer than the server's default max_query_size (256
+// KiB) in one statement each: 30,000 keys that each escape to 44 bytes
+// of literal (1.3 MB) and 30,000 line ids (0.6 MB). Every fact and line
+// asked for comes back, once, the newest version of each key; nothing
+// else does.
+func TestReadsByLongLists(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	const n = 30_000
+	var facts []*domain.Request
+	var keys []string
+	var rooms, lines []uint64
+	var engine [][]any
+	for i := 0; i < n; i++ {
+		// A quote and a backslash: the driver escapes both.
+		key := fmt.Sprintf(`req-'\%06d`, i)
+		ts := anT0.Add(time.Duration(i) * time.Millisecond)
+		line := uint64(1_000_000 + i)
+		facts = append(facts, &domain.Request{Key: key, TS: ts, Tenant: "acme", Model: "m", Room: uint64(i + 1),
+			GW: &domain.GatewayResponse{RequestID: key, Status: 200, Line: line}})
+		engine = append(engine, []any{ts, ns(ts), "d1", "decode", int16(0), "received", "r", uint64(i + 1), uint64(1), uint64(0), "", line, anT0})
+		if i%2 == 0 {
+			keys = append(keys, key) // the even ones by key
+		} else if i%3 == 0 {
+			rooms = append(rooms, uint64(i+1)) // some odd ones by room
+		}
+		lines = append(lines, line)
+	}
+	if err := s.SaveRequestFacts(ctx, facts, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveRequestFacts(ctx, facts[:10], 2); err != nil { // newer rows of ten keys
+		t.Fatal(err)
+	}
+	if got := chstore.ListChunks(keys, rooms, lines); got != [3]int{1, 1, 1} {
+		t.Fatalf("lists cut into %v statements, want one each", got)
+	}
+	refs, err := s.RunFactRefs(ctx, 1, anT0, anT0.Add(time.Minute), keys, rooms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(keys) + len(rooms); len(refs) != want {
+		t.Fatalf("%d facts read back, want %d", len(refs), want)
+	}
+	for _, r := range refs {
+		var i int
+		if _, err := fmt.Sscanf(r.Key[len(`req-'\`):], "%06d", &i); err != nil || r.Room != uint64(i+1) {
+			t.Fatalf("ref %+v: key and room disagree", r)
+		}
+		if !(i%2 == 0 || i%3 == 0) {
+			t.Fatalf("ref %s was not asked for", r.Key)
+		}
+		if want := map[bool]uint64{true: 2, false: 1}[i < 10]; r.Version != want {
+			t.Fatalf("ref %s version %d, want %d (the newest)", r.Key, r.Version, want)
+		}
+	}
+
+	batch(t, s, `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, finish_type, line_id, ingested_at)`, engine)
+	seen := map[uint64]int{}
+	if err := s.EvidenceByLines(ctx, anT0, anT0.Add(time.Minute), lines, domain.EvidenceSink{
+		Gateway:  func(*domain.GatewayResponse) error { return nil },
+		Engine:   func(e *domain.EngineEvent) error { seen[e.Line]++; return nil },
+		Transfer: func(*domain.TransferEvent) error { return nil },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d engine lines read by id, want %d", len(seen), n)
+	}
+	for l, c := range seen {
+		if c != 1 {
+			t.Fatalf("line %d read %d times", l, c)
+		}
+	}
+}

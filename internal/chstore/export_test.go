@@ -15,3 +15,9 @@ func SetSpeedPointsPerQuery(n uint64) (restore func()) {
 	speedPointsPerQuery = n
 	return func() { speedPointsPerQuery = old }
 }
+
+// ListChunks is how many statements the reads by key, room and line id
+// cut these lists into.
+func ListChunks(keys []string, rooms, lines []uint64) [3]int {
+	return [3]int{len(keyChunks(keys)), len(idChunks(rooms)), len(idChunks(lines))}
+}
