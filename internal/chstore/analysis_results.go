@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/kvtrail/kvtrail/domain"
 )
 
@@ -227,47 +229,22 @@ func (s *Store) saveFindingKeys(ctx context.Context, fs []domain.Finding, foreig
 		key string
 		f   *domain.Finding
 	}
-	var batch []row
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		b, err := s.PrepareBatch(ctx, anInsertFindingKeys)
-		if err != nil {
-			return fmt.Errorf("prepare finding_keys insert: %w", err)
-		}
-		for _, r := range batch {
-			if err := b.Append(r.key, r.f.ID, r.f.Analyzer, r.f.TS.UTC(), r.f.RunID); err != nil {
-				_ = b.Abort()
-				return fmt.Errorf("append finding key: %w", err)
-			}
-		}
-		batch = batch[:0]
-		if err := b.Send(); err != nil {
-			return fmt.Errorf("insert finding_keys: %w", err)
-		}
-		return nil
-	}
-	add := func(key string, f *domain.Finding) error {
-		batch = append(batch, row{key, f})
-		if len(batch) >= anKeyBatch {
-			return flush()
-		}
-		return nil
-	}
+	b := keyBatch[row]{s: s, insert: anInsertFindingKeys, table: "finding_keys", append: func(b driver.Batch, r row) error {
+		return b.Append(r.key, r.f.ID, r.f.Analyzer, r.f.TS.UTC(), r.f.RunID)
+	}}
 	for i := range fs {
 		f := &fs[i]
 		if !foreignOnly {
-			if err := add("f:"+f.ID, f); err != nil {
+			if err := b.add(ctx, row{"f:" + f.ID, f}); err != nil {
 				return err
 			}
 			if f.GatewayRequestID != "" {
-				if err := add("r:"+f.GatewayRequestID, f); err != nil {
+				if err := b.add(ctx, row{"r:" + f.GatewayRequestID, f}); err != nil {
 					return err
 				}
 			}
 			if f.Room != 0 {
-				if err := add("b:"+strconv.FormatUint(f.Room, 10), f); err != nil {
+				if err := b.add(ctx, row{"b:" + strconv.FormatUint(f.Room, 10), f}); err != nil {
 					return err
 				}
 			}
@@ -276,12 +253,50 @@ func (s *Store) saveFindingKeys(ctx context.Context, fs []domain.Finding, foreig
 			if k == "" {
 				continue
 			}
-			if err := add("r:"+k, f); err != nil {
+			if err := b.add(ctx, row{"r:" + k, f}); err != nil {
 				return err
 			}
 		}
 	}
-	return flush()
+	return b.flush(ctx)
+}
+
+// keyBatch sends the rows of a lookup table (finding_keys, affected_keys)
+// in inserts of anKeyBatch rows.
+type keyBatch[T any] struct {
+	s             *Store
+	insert, table string
+	append        func(driver.Batch, T) error
+	rows          []T
+}
+
+func (k *keyBatch[T]) add(ctx context.Context, r T) error {
+	k.rows = append(k.rows, r)
+	if len(k.rows) >= anKeyBatch {
+		return k.flush(ctx)
+	}
+	return nil
+}
+
+func (k *keyBatch[T]) flush(ctx context.Context) error {
+	if len(k.rows) == 0 {
+		return nil
+	}
+	b, err := k.s.PrepareBatch(ctx, k.insert)
+	if err != nil {
+		return fmt.Errorf("prepare %s insert: %w", k.table, err)
+	}
+	for _, r := range k.rows {
+		if err := k.append(b, r); err != nil {
+			_ = b.Abort()
+			return fmt.Errorf("append to %s: %w", k.table, err)
+		}
+	}
+	k.rows = k.rows[:0]
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert %s: %w", k.table, err)
+	}
+	return nil
 }
 
 // anStrings and anU64s turn nil into empty: the driver wants an array.
@@ -351,7 +366,7 @@ func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created tim
 
 const anInsertAffectedKeys = `INSERT INTO affected_keys (reconstruction_id, key, affected_role, tenant)`
 
-// anKeyBatch bounds one affected_keys insert.
+// anKeyBatch bounds one insert into a lookup table.
 const anKeyBatch = 100_000
 
 // saveAffectedKeys writes the lookup rows of a reconstruction: one per
@@ -359,43 +374,22 @@ const anKeyBatch = 100_000
 // tenant (migration 0012 says why kvtrail, not a view, writes them).
 func (s *Store) saveAffectedKeys(ctx context.Context, id string, rows []domain.AffectedRow) error {
 	type key struct{ key, role, tenant string }
-	var batch []key
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		b, err := s.PrepareBatch(ctx, anInsertAffectedKeys)
-		if err != nil {
-			return fmt.Errorf("prepare affected_keys insert: %w", err)
-		}
-		for _, k := range batch {
-			if err := b.Append(id, k.key, k.role, k.tenant); err != nil {
-				_ = b.Abort()
-				return fmt.Errorf("append affected key: %w", err)
-			}
-		}
-		batch = batch[:0]
-		if err := b.Send(); err != nil {
-			return fmt.Errorf("insert affected_keys: %w", err)
-		}
-		return nil
-	}
+	b := keyBatch[key]{s: s, insert: anInsertAffectedKeys, table: "affected_keys", append: func(b driver.Batch, k key) error {
+		return b.Append(id, k.key, k.role, k.tenant)
+	}}
 	for _, a := range rows {
 		for _, pre := range []struct {
 			p    string
 			list []string
 		}{{"r:", a.RequestKeys}, {"f:", a.FindingIDs}} {
 			for _, k := range pre.list {
-				batch = append(batch, key{pre.p + k, string(a.Role), a.Tenant})
-				if len(batch) >= anKeyBatch {
-					if err := flush(); err != nil {
-						return err
-					}
+				if err := b.add(ctx, key{pre.p + k, string(a.Role), a.Tenant}); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	return flush()
+	return b.flush(ctx)
 }
 
 const anLatestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`

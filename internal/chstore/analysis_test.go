@@ -328,6 +328,24 @@ FROM request_facts FINAL WHERE request_key = 'q1'`).Scan(&links, &rejected, &lim
 			t.Errorf("row %d read back as\n%+v\nwant\n%+v", i, got[i], want)
 		}
 	}
+	// The lookup rows of rec1: each request key and finding id with its
+	// row's role and tenant.
+	var keys []struct {
+		Key    string `ch:"key"`
+		Role   string `ch:"affected_role"`
+		Tenant string `ch:"tenant"`
+	}
+	if err := s.Select(ctx, &keys, "SELECT DISTINCT key, affected_role, tenant FROM affected_keys WHERE reconstruction_id = 'rec1' ORDER BY key"); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := fmt.Sprint([]string{"f:f1 received acme", "r:q1 received acme", "r:q9 exposed initech"})
+	var gotKeys []string
+	for _, k := range keys {
+		gotKeys = append(gotKeys, k.Key+" "+k.Role+" "+k.Tenant)
+	}
+	if fmt.Sprint(gotKeys) != wantKeys {
+		t.Fatalf("affected_keys of rec1 = %v, want %v", gotKeys, wantKeys)
+	}
 }
 
 // Speed points are read in hash parts when there are many (18.16 answers
