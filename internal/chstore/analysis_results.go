@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/kvtrail/kvtrail/domain"
 )
 
@@ -215,8 +213,6 @@ func (s *Store) saveFindings(ctx context.Context, fs []domain.Finding, now time.
 	return nil
 }
 
-const anInsertFindingKeys = `INSERT INTO finding_keys (key, finding_id, analyzer, ts, run_id)`
-
 // saveFindingKeys writes the lookup rows of findings (migration 0008 says
 // what each key serves; 0015 why kvtrail, not a view, writes them): the
 // finding's id ('f:'), its gateway request and each foreign request key
@@ -229,8 +225,13 @@ func (s *Store) saveFindingKeys(ctx context.Context, fs []domain.Finding, foreig
 		key string
 		f   *domain.Finding
 	}
-	b := keyBatch[row]{s: s, insert: anInsertFindingKeys, table: "finding_keys", append: func(b driver.Batch, r row) error {
-		return b.Append(r.key, r.f.ID, r.f.Analyzer, r.f.TS.UTC(), r.f.RunID)
+	b := keyBatch[row]{s: s, table: "finding_keys", columns: findingKeyColumns, split: func(rows []row) []any {
+		key, id, analyzer, run := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+		ts := make([]time.Time, len(rows))
+		for i, r := range rows {
+			key[i], id[i], analyzer[i], ts[i], run[i] = r.key, r.f.ID, r.f.Analyzer, r.f.TS.UTC(), r.f.RunID
+		}
+		return []any{key, id, analyzer, ts, run}
 	}}
 	for i := range fs {
 		f := &fs[i]
@@ -261,13 +262,23 @@ func (s *Store) saveFindingKeys(ctx context.Context, fs []domain.Finding, foreig
 	return b.flush(ctx)
 }
 
+// The lookup tables' columns as their writers send them.
+var (
+	findingKeyColumns  = []string{"key", "finding_id", "analyzer", "ts", "run_id"}
+	affectedKeyColumns = []string{"reconstruction_id", "key", "affected_role", "tenant"}
+)
+
 // keyBatch sends the rows of a lookup table (finding_keys, affected_keys)
-// in inserts of anKeyBatch rows.
+// in inserts of anKeyBatch rows, one slice per column (split): row by row,
+// the driver boxed every value, 580,497 allocations for 80,000 keys
+// against 100,532 (BenchmarkSaveFindingKeys). The columns are built
+// before the INSERT opens, as request_facts' are.
 type keyBatch[T any] struct {
-	s             *Store
-	insert, table string
-	append        func(driver.Batch, T) error
-	rows          []T
+	s       *Store
+	table   string
+	columns []string
+	split   func([]T) []any
+	rows    []T
 }
 
 func (k *keyBatch[T]) add(ctx context.Context, r T) error {
@@ -282,18 +293,17 @@ func (k *keyBatch[T]) flush(ctx context.Context) error {
 	if len(k.rows) == 0 {
 		return nil
 	}
-	b, err := k.s.PrepareBatch(ctx, k.insert)
+	cols := k.split(k.rows)
+	k.rows = k.rows[:0]
+	w, err := k.s.OpenInsert(ctx, k.table, k.columns)
 	if err != nil {
 		return fmt.Errorf("prepare %s insert: %w", k.table, err)
 	}
-	for _, r := range k.rows {
-		if err := k.append(b, r); err != nil {
-			_ = b.Abort()
-			return fmt.Errorf("append to %s: %w", k.table, err)
-		}
+	if err := w.AppendColumns(cols...); err != nil {
+		_ = w.Abort()
+		return fmt.Errorf("append to %s: %w", k.table, err)
 	}
-	k.rows = k.rows[:0]
-	if err := b.Send(); err != nil {
+	if err := w.Send(); err != nil {
 		return fmt.Errorf("insert %s: %w", k.table, err)
 	}
 	return nil
@@ -364,8 +374,6 @@ func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created tim
 	return s.saveAffectedKeys(ctx, id, rows)
 }
 
-const anInsertAffectedKeys = `INSERT INTO affected_keys (reconstruction_id, key, affected_role, tenant)`
-
 // anKeyBatch bounds one insert into a lookup table.
 const anKeyBatch = 100_000
 
@@ -374,8 +382,12 @@ const anKeyBatch = 100_000
 // tenant (migration 0012 says why kvtrail, not a view, writes them).
 func (s *Store) saveAffectedKeys(ctx context.Context, id string, rows []domain.AffectedRow) error {
 	type key struct{ key, role, tenant string }
-	b := keyBatch[key]{s: s, insert: anInsertAffectedKeys, table: "affected_keys", append: func(b driver.Batch, k key) error {
-		return b.Append(id, k.key, k.role, k.tenant)
+	b := keyBatch[key]{s: s, table: "affected_keys", columns: affectedKeyColumns, split: func(rows []key) []any {
+		ids, keys, roles, tenants := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
+		for i, k := range rows {
+			ids[i], keys[i], roles[i], tenants[i] = id, k.key, k.role, k.tenant
+		}
+		return []any{ids, keys, roles, tenants}
 	}}
 	for _, a := range rows {
 		for _, pre := range []struct {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
@@ -48,4 +49,28 @@ func BenchmarkSaveRequestFacts(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(facts)), "ns/fact")
+}
+
+// BenchmarkSaveFindingKeys writes the lookup keys of 20,000 findings (one
+// findings insert of abort_reuse's leads at scale 100: the finding, its
+// request, its room and one foreign request each, 80,000 rows) to a real
+// server through SaveFindingForeign's and SaveFindings' writer.
+func BenchmarkSaveFindingKeys(b *testing.B) {
+	ctx := context.Background()
+	s := testdb.New(b)
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	fs := make([]domain.Finding, 20_000)
+	for i := range fs {
+		fs[i] = domain.Finding{ID: fmt.Sprintf("%024x", i), RunID: "5f0c8e2a9d1b4c7e3a6f8d20", Analyzer: "abort_reuse",
+			TS: t0.Add(time.Duration(i) * time.Millisecond), GatewayRequestID: fmt.Sprintf("req-%d", i), Room: uint64(1_000_000 + i),
+			ForeignRequestKeys: []string{fmt.Sprintf("req-%d", i+1)}}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := chstore.SaveFindingKeys(ctx, s, fs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*4*len(fs)), "ns/key")
 }

@@ -1,5 +1,11 @@
 package chstore
 
+import (
+	"context"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
 // SetSourceChunkBytes sets the bound text of sources per statement (for
 // tests of the statements split by source) and returns the undo.
 func SetSourceChunkBytes(n int) func() {
@@ -20,4 +26,9 @@ func SetSpeedPointsPerQuery(n uint64) (restore func()) {
 // cut these lists into.
 func ListChunks(keys []string, rooms, lines []uint64) [3]int {
 	return [3]int{len(keyChunks(keys)), len(idChunks(rooms)), len(idChunks(lines))}
+}
+
+// SaveFindingKeys writes the lookup keys of fs as SaveFindings does.
+func SaveFindingKeys(ctx context.Context, s *Store, fs []domain.Finding) error {
+	return s.saveFindingKeys(ctx, fs, false)
 }
