@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/kvtrail/kvtrail/internal/chdbstore"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
@@ -75,6 +76,12 @@ func TestReplayCapturedStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	migrate(t, s, s.Layout())
+	// kvtrail sends its reads by long lists of keys and line ids with
+	// max_query_size raised (chstore.ListQuerySize); the capture keeps the
+	// statement, not that setting, so the replay's session has it.
+	if err := s.Exec(context.Background(), fmt.Sprintf("SET max_query_size = %d", chstore.ListQuerySize)); err != nil {
+		t.Fatal(err)
+	}
 	st := replay(context.Background(), s, stmts)
 	for _, f := range st.failures {
 		t.Error(f)

@@ -108,6 +108,11 @@ const (
 	anListQuerySize = anListBytes + 256<<10
 )
 
+// ListQuerySize is the max_query_size those reads are sent with (the
+// modern-engine replay of captured statements sets it too: the capture
+// holds a statement, not its per-query settings).
+const ListQuerySize = anListQuerySize
+
 // listContext lets a statement of ctx carry a list of anListBytes (it
 // replaces any other per-query settings ctx holds; the analysis' reads
 // set none).
