@@ -96,28 +96,25 @@ const anListChunk = 8_000
 // The reads of saved facts and of their evidence by key, room or line id
 // send longer lists, with max_query_size raised for them (listContext):
 // neither filter can use the tables' sort keys, so every statement scans
-// its whole time range, and at 9.87M requests 115 reads of 8,000 keys
-// took 2.16 s each, nearly all of it that scan. Parsing the literal is
+// its whole time range, and at 9.87M requests 103 reads of 8,000 keys
+// took 226 s, nearly all of it that scan (5 reads, 24.7 s, with these). Parsing the literal is
 // linear (on 18.16 about 11 µs an id: 400,000 ids in 4.3-4.8 s), so a
 // longer list costs no more to parse than the same ids in short ones.
 const (
 	// anListBytes bounds the literal text of one statement's list.
 	anListBytes = 4 << 20
-	// anListQuerySize is the max_query_size sent with such a statement:
-	// the list and the rest of the statement.
-	anListQuerySize = anListBytes + 256<<10
+	// ListQuerySize is the max_query_size sent with such a statement (the
+	// list and the rest of it); the modern-engine replay of captured
+	// statements sets it too, as the capture holds a statement, not its
+	// per-query settings.
+	ListQuerySize = anListBytes + 256<<10
 )
-
-// ListQuerySize is the max_query_size those reads are sent with (the
-// modern-engine replay of captured statements sets it too: the capture
-// holds a statement, not its per-query settings).
-const ListQuerySize = anListQuerySize
 
 // listContext lets a statement of ctx carry a list of anListBytes (it
 // replaces any other per-query settings ctx holds; the analysis' reads
 // set none).
 func listContext(ctx context.Context) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": anListQuerySize}))
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": ListQuerySize}))
 }
 
 // idChunks cuts ids into lists of at most anListBytes of literal text (a
