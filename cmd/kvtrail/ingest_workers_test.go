@@ -202,9 +202,11 @@ func TestClusterIngestWorkersEqualSingleServer(t *testing.T) {
 	s11, s12, s21, s22 := c.Node(1, 1), c.Node(1, 2), c.Node(2, 1), c.Node(2, 2)
 	envA, envB := envOf(s11.Addr, s21.Addr, s12.Addr, s22.Addr), envOf(s22.Addr, s12.Addr, s21.Addr, s11.Addr)
 	dir := t.TempDir()
+	tm := time.Now()
 	if out, errOut, code := run(t, dir, envA, "migrate"); code != 0 {
-		t.Fatalf("cluster migrate: exit %d\n%s\n%s", code, out, errOut)
+		t.Fatalf("cluster migrate: exit %d after %s\n%s\n%s", code, time.Since(tm), out, errOut)
 	}
+	t.Logf("cluster migrate: %s", time.Since(tm))
 	t1 := time.Now()
 	type result struct {
 		name, out string

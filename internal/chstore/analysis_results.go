@@ -568,7 +568,7 @@ WHERE has(CAST(? AS Array(String)), finding_id)`
 			tenants = append(tenants, anStrings(f.ForeignTenants))
 			keys = append(keys, anStrings(f.ForeignRequestKeys))
 		}
-		if err := s.Exec(ctx, q, tenants, ids, keys, ids, ids); err != nil {
+		if err := s.ExecDDL(ctx, q, tenants, ids, keys, ids, ids); err != nil {
 			return fmt.Errorf("store foreign tenants of %d findings: %w", len(ids), err)
 		}
 		fs = fs[consumed:]

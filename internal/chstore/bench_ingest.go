@@ -91,7 +91,7 @@ func (s *Store) BenchServerFloor(ctx context.Context) (time.Duration, error) {
 		if err := s.Exec(ctx, "DROP TABLE IF EXISTS "+cp); err != nil {
 			return 0, err
 		}
-		if err := s.Exec(s.DDLContext(ctx), "CREATE TABLE "+cp+" AS "+t); err != nil {
+		if err := s.ExecDDL(ctx, "CREATE TABLE "+cp+" AS "+t); err != nil {
 			return 0, err
 		}
 		start := time.Now()

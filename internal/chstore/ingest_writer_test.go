@@ -16,7 +16,7 @@ import (
 func TestOpenInsertStreamsBlocks(t *testing.T) {
 	ctx := context.Background()
 	s := testdb.New(t)
-	if err := s.Exec(s.DDLContext(ctx), `CREATE TABLE w (n UInt64, a String, b LowCardinality(String), c Array(String))
+	if err := s.ExecDDL(ctx, `CREATE TABLE w (n UInt64, a String, b LowCardinality(String), c Array(String))
 ENGINE = MergeTree ORDER BY n`); err != nil {
 		t.Fatal(err)
 	}

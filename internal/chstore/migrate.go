@@ -158,7 +158,7 @@ func (m *Migrator) ensureTable(ctx context.Context) error {
     applied_by  String,
     duration_ms UInt64
 ) ENGINE = ` + engine + ` ORDER BY version`
-	if err := m.store.Exec(ctx, q); err != nil {
+	if err := m.store.ExecDDL(ctx, q); err != nil {
 		return fmt.Errorf("create %s: %w", migrationsTable, err)
 	}
 	return nil
@@ -256,7 +256,7 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 			// Every statement is idempotent (IF NOT EXISTS, or guarded by a
 			// system.columns check), so a crash mid-migration is repaired
 			// by running it again.
-			if err := m.store.Exec(m.store.DDLContext(ctx), stmt); err != nil {
+			if err := m.store.ExecDDL(ctx, stmt); err != nil {
 				if duplicateColumn(stmt, err) {
 					// 18.16 has no ADD COLUMN IF NOT EXISTS: a re-run of
 					// an interrupted ALTER finds its column already there.

@@ -105,7 +105,7 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 			if dryRun {
 				continue
 			}
-			if err := s.Exec(ctx, q); err != nil {
+			if err := s.ExecDDL(ctx, q); err != nil {
 				return res, fmt.Errorf("retention: set TTL on %s: %w", RetentionTables[i], err)
 			}
 		}
@@ -133,7 +133,7 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 		}
 		if !dryRun {
 			q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION %s", s.db, local(p.Table), onCluster, partitionLiteral(p.ID))
-			if err := s.Exec(ctx, q); err != nil {
+			if err := s.ExecDDL(ctx, q); err != nil {
 				return res, fmt.Errorf("retention: drop %s partition %s: %w", p.Table, p.ID, err)
 			}
 		}

@@ -399,15 +399,32 @@ func (s *Store) PrepareBatch(ctx context.Context, insert string) (driver.Batch, 
 	return b, err
 }
 
-// DDLContext adds the settings DDL needs on this server version.
-func (s *Store) DDLContext(ctx context.Context) context.Context {
+// ddlTimeout bounds one DDL statement in place of clickhouse.read_timeout.
+// An ON CLUSTER statement answers only when every host has run it, or when
+// the server's distributed_ddl_task_timeout (180 s by default) ends the
+// wait with an error naming the hosts that did not; on a loaded 2-core CI
+// machine one ALTER of a replicated table took more than the 60 s read
+// timeout, and the client's bare "i/o timeout" hid which host was slow.
+// ddlTimeout leaves the server's own answer time to arrive.
+const ddlTimeout = 5 * time.Minute
+
+// ExecDDL runs one DDL statement (or an ON CLUSTER mutation) with the settings DDL needs on this
+// server version, under ddlTimeout instead of the read timeout (an earlier
+// deadline of the caller's still wins).
+func (s *Store) ExecDDL(ctx context.Context, sql string, args ...any) error {
+	ctx, cancel := s.ddlContext(ctx)
+	defer cancel()
+	return s.Exec(ctx, sql, args...)
+}
+
+func (s *Store) ddlContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.version.Legacy() {
 		// Obsolete (and ignored) on modern servers; required on 18.16.
-		return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 			"allow_experimental_low_cardinality_type": 1,
 		}))
 	}
-	return ctx
+	return context.WithTimeout(ctx, ddlTimeout)
 }
 
 // IsCode reports whether err is a server exception with the given code.

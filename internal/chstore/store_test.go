@@ -191,3 +191,32 @@ func TestStreamOutlivesReadTimeout(t *testing.T) {
 		t.Fatalf("Stream read %d of %d rows: %v", n, total, err)
 	}
 }
+
+// A DDL statement that takes longer than the read timeout completes
+// through ExecDDL: an ON CLUSTER ALTER answers when every host has run it,
+// which on a loaded machine took more than the 60 s read timeout. The
+// slow statement is a sleep (3 s, 18.16's limit), against a 2 s read
+// timeout; through Exec it fails (the control).
+func TestExecDDLOutlivesReadTimeout(t *testing.T) {
+	ctx := context.Background()
+	o := testdb.Options(t)
+	o.ReadTimeout = 2 * time.Second
+	s, err := chstore.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const slow = "SELECT sleep(3)"
+	if err := s.Exec(ctx, slow); err == nil {
+		t.Fatal("control: Exec outlived the read timeout; the test does not exercise it")
+	}
+	if err := s.ExecDDL(ctx, slow); err != nil {
+		t.Fatalf("ExecDDL: %v", err)
+	}
+	// The caller's earlier deadline still wins.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := s.ExecDDL(short, slow); err == nil {
+		t.Fatal("ExecDDL outlived the caller's 1 s deadline")
+	}
+}
