@@ -32,3 +32,9 @@ func ListChunks(keys []string, rooms, lines []uint64) [3]int {
 func SaveFindingKeys(ctx context.Context, s *Store, fs []domain.Finding) error {
 	return s.saveFindingKeys(ctx, fs, false)
 }
+
+// AffectedRowsAdaptiveBlocks reads a reconstruction as AffectedRows does
+// but with the server's default block size (the benchmark's baseline).
+func (s *Store) AffectedRowsAdaptiveBlocks(ctx context.Context, id string) (string, []domain.AffectedRow, error) {
+	return s.affectedRows(ctx, id)
+}
