@@ -69,6 +69,11 @@ one kept with --keep, and drops nothing.`,
 			for _, p := range res.Phases {
 				total += p.Duration.Seconds()
 				fmt.Fprintf(tw, "%s\t%.1fs\t%.0f MB\n", p.Name, p.Duration.Seconds(), float64(p.PeakRSS)/1e6)
+				if p.Name == "analyze" {
+					for _, st := range res.AnalyzeSteps {
+						fmt.Fprintf(tw, "  %s\t%.1fs\t\n", st.Name, st.Duration.Seconds())
+					}
+				}
 			}
 			fmt.Fprintf(tw, "total\t%.1fs\t\n", total)
 			_ = tw.Flush()

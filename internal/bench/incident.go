@@ -31,6 +31,10 @@ type IncidentResult struct {
 	Requests int
 	Lines    uint64
 	Phases   []Phase
+	// AnalyzeSteps are the analysis's own steps (load and correlate, save
+	// request_facts, each analyzer, the reconstruction), which add up to
+	// most of the analyze phase; PeakRSS is not measured per step.
+	AnalyzeSteps []Phase
 	// DiskBytes is what ClickHouse stores for the database (active parts,
 	// compressed).
 	DiskBytes uint64
@@ -175,6 +179,11 @@ func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth i
 		rep, err := r.Run(ctx, analyze.Window{}, nil)
 		if err == nil && rep.Errors() {
 			err = fmt.Errorf("an analyzer failed")
+		}
+		if rep != nil {
+			for _, p := range rep.Phases {
+				res.AnalyzeSteps = append(res.AnalyzeSteps, Phase{Name: p.Name, Duration: p.Duration})
+			}
 		}
 		return err
 	}); err != nil {

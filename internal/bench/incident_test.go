@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/internal/bench"
@@ -28,6 +29,22 @@ func TestIncidentBenchmark(t *testing.T) {
 		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 {
 			t.Errorf("phase %d = %+v, want %s with a time and a peak", i, p, want[i])
 		}
+	}
+	// The analysis's own steps: the ones the scale-100 figures are read
+	// by, each timed, together within the analyze phase.
+	steps := map[string]bool{}
+	var sum time.Duration
+	for _, st := range res.AnalyzeSteps {
+		steps[st.Name] = true
+		sum += st.Duration
+	}
+	for _, name := range []string{"load+correlate", "save request_facts", "analyzer abort_reuse", "reconstruct affected"} {
+		if !steps[name] {
+			t.Errorf("analysis steps %+v: no %q", res.AnalyzeSteps, name)
+		}
+	}
+	if sum <= 0 || sum > res.Phases[2].Duration {
+		t.Errorf("analysis steps add up to %s, the analyze phase took %s", sum, res.Phases[2].Duration)
 	}
 	if res.Requests == 0 || res.Lines == 0 || res.DiskBytes == 0 {
 		t.Fatalf("requests %d, records %d, disk %d: want all non-zero", res.Requests, res.Lines, res.DiskBytes)
