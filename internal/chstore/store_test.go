@@ -154,13 +154,7 @@ func TestCompressionRoundTrip(t *testing.T) {
 // with "i/o timeout" (the control), through Stream it completes.
 func TestStreamOutlivesReadTimeout(t *testing.T) {
 	ctx := context.Background()
-	o := testdb.Options(t)
-	o.ReadTimeout = 2 * time.Second
-	s, err := chstore.Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := shortReadTimeout(t)
 	// More rows than the driver buffers (two blocks of 65,536), so the
 	// server is still sending when the consumer comes back.
 	const sql, total = "SELECT number FROM system.numbers LIMIT 2000000", 2_000_000
@@ -199,13 +193,7 @@ func TestStreamOutlivesReadTimeout(t *testing.T) {
 // timeout; through Exec it fails (the control).
 func TestExecDDLOutlivesReadTimeout(t *testing.T) {
 	ctx := context.Background()
-	o := testdb.Options(t)
-	o.ReadTimeout = 2 * time.Second
-	s, err := chstore.Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := shortReadTimeout(t)
 	const slow = "SELECT sleep(3)"
 	if err := s.Exec(ctx, slow); err == nil {
 		t.Fatal("control: Exec outlived the read timeout; the test does not exercise it")
@@ -219,4 +207,18 @@ func TestExecDDLOutlivesReadTimeout(t *testing.T) {
 	if err := s.ExecDDL(short, slow); err == nil {
 		t.Fatal("ExecDDL outlived the caller's 1 s deadline")
 	}
+}
+
+// shortReadTimeout opens the test database with a 2 s read timeout (the
+// least config accepts), for tests of what outlives it.
+func shortReadTimeout(t *testing.T) *chstore.Store {
+	t.Helper()
+	o := testdb.Options(t)
+	o.ReadTimeout = 2 * time.Second
+	s, err := chstore.Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
