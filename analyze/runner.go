@@ -376,7 +376,8 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	}
 	rep.Slices = len(plan)
 	loadTook := time.Since(t0)
-	var saveTook time.Duration
+	saver := newFactSaver(ctx, r.DB, wd.factsVersion)
+	defer saver.wait() // an early return leaves no insert running
 	passes := make([]pass, len(sel))
 	found := make([][]Finding, len(sel))
 	failed := make([]error, len(sel))
@@ -391,11 +392,9 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 			return nil, err
 		}
 		loadTook += time.Since(t0)
-		t0 = time.Now()
-		if err := r.DB.SaveRequestFacts(ctx, d.Facts, wd.factsVersion); err != nil {
+		if err := saver.save(d.Facts); err != nil {
 			return nil, err
 		}
-		saveTook += time.Since(t0)
 		for i := range sel {
 			if failed[i] != nil {
 				continue
@@ -415,7 +414,11 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 			wd = d // read whole: the window's Dataset is the slice
 		}
 	}
-	rep.Phases = append(rep.Phases, Phase{"load+correlate", loadTook}, Phase{"save request_facts", saveTook})
+	if err := saver.wait(); err != nil {
+		return nil, err
+	}
+	// What saving cost beyond what overlapped with the slices' work.
+	rep.Phases = append(rep.Phases, Phase{"load+correlate", loadTook}, Phase{"save request_facts", saver.waited})
 	return rep, r.conclude(ctx, wd, sel, passes, found, failed, took, started, rep)
 }
 
@@ -501,8 +504,10 @@ func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (
 	version := uint64(r.now().UnixNano())
 	saved := 0
 	var pending []*Fact // saved together: one insert per factBatch, not per slice
+	saver := newFactSaver(ctx, r.DB, version)
+	defer saver.wait()
 	flush := func() error {
-		if err := r.DB.SaveRequestFacts(ctx, pending, version); err != nil {
+		if err := saver.save(pending); err != nil {
 			return fmt.Errorf("correlate: %w", err)
 		}
 		saved += len(pending)
@@ -540,7 +545,13 @@ func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (
 			}
 		}
 	}
-	return saved, flush()
+	if err := flush(); err != nil {
+		return saved, err
+	}
+	if err := saver.wait(); err != nil {
+		return saved, fmt.Errorf("correlate: %w", err)
+	}
+	return saved, nil
 }
 
 // RunAnalyzer runs one analyzer on a loaded dataset without storing

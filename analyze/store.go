@@ -59,7 +59,9 @@ type Evidence interface {
 // Results is what a run records and the reads that decide what it adds
 // (internal/chstore.Store has it).
 type Results interface {
-	SaveRequestFacts(ctx context.Context, facts []*domain.Request, version uint64) error
+	// RequestFactsInsert builds the request_facts rows of facts with this
+	// version and returns what sends them.
+	RequestFactsInsert(facts []*domain.Request, version uint64) func(context.Context) error
 	SaveRun(ctx context.Context, r domain.Run) error
 	SaveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error
 	KnownFindingIDs(ctx context.Context, analyzer, version string) (map[string]bool, error)

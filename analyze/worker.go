@@ -176,7 +176,7 @@ func (r *Runner) workSlice(ctx context.Context, wd *Dataset, sel []Analyzer, own
 	if err != nil {
 		return err
 	}
-	if err := r.DB.SaveRequestFacts(ctx, d.Facts, wd.factsVersion); err != nil {
+	if err := r.DB.RequestFactsInsert(d.Facts, wd.factsVersion)(ctx); err != nil {
 		return err
 	}
 	rows := make([]domain.SliceResult, 0, len(sel))

@@ -28,27 +28,41 @@ const anFactBatch = 50_000
 
 // SaveRequestFacts writes linked requests to request_facts with the given
 // version (a later build with a higher version replaces earlier rows of
-// the same key), at most anFactBatch rows per INSERT. The rows go in as
-// one slice per column: row by row, the driver boxed every value and
-// grew each column from empty, 29 allocations and 4 KB a request.
+// the same key), at most anFactBatch rows per INSERT.
 func (s *Store) SaveRequestFacts(ctx context.Context, facts []*domain.Request, version uint64) error {
+	return s.RequestFactsInsert(facts, version)(ctx)
+}
+
+// RequestFactsInsert builds the request_facts rows of facts now and
+// returns the function that sends them (SaveRequestFacts calls it at once).
+// An analysis sends a slice's rows while it reads the next slice
+// (analyze/factsave.go); what it holds meanwhile is these columns, not the
+// linked requests. The rows go in as one slice per column: row by row, the
+// driver boxed every value and grew each column from empty, 29
+// allocations and 4 KB a request.
+func (s *Store) RequestFactsInsert(facts []*domain.Request, version uint64) func(context.Context) error {
+	// The blocks are built before any INSERT opens, so the server does not
+	// hold an open INSERT while the client computes rows.
+	var blocks []*factBlock
 	for start := 0; start < len(facts); start += anFactBatch {
-		// The block is built before the INSERT opens, so the server does
-		// not hold an open INSERT while the client computes rows.
-		block := newFactBlock(facts[start:min(start+anFactBatch, len(facts))], version)
-		w, err := s.OpenInsert(ctx, "request_facts", factColumns)
-		if err != nil {
-			return fmt.Errorf("prepare request_facts insert: %w", err)
-		}
-		if err := w.AppendColumns(block.columns()...); err != nil {
-			_ = w.Abort()
-			return fmt.Errorf("append request facts: %w", err)
-		}
-		if err := w.Send(); err != nil {
-			return fmt.Errorf("insert request_facts: %w", err)
-		}
+		blocks = append(blocks, newFactBlock(facts[start:min(start+anFactBatch, len(facts))], version))
 	}
-	return nil
+	return func(ctx context.Context) error {
+		for _, block := range blocks {
+			w, err := s.OpenInsert(ctx, "request_facts", factColumns)
+			if err != nil {
+				return fmt.Errorf("prepare request_facts insert: %w", err)
+			}
+			if err := w.AppendColumns(block.columns()...); err != nil {
+				_ = w.Abort()
+				return fmt.Errorf("append request facts: %w", err)
+			}
+			if err := w.Send(); err != nil {
+				return fmt.Errorf("insert request_facts: %w", err)
+			}
+		}
+		return nil
+	}
 }
 
 // factBlock holds request_facts rows column by column, in factColumns'
