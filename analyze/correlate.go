@@ -287,6 +287,12 @@ func (c *correlator) side(evs []*EngineEvent, want string, role func(*EngineEven
 	return s
 }
 
+// LinkSliceRequests is the most gateway responses Correlate links at
+// once by default: a quarter of an analysis slice (DefaultSliceRequests),
+// so linking after an ingest holds a quarter of an analysis slice's
+// requests and lines.
+const LinkSliceRequests = 25_000
+
 // factBatch is how many linked requests Correlate gathers before saving
 // them in one go.
 const factBatch = 50_000

@@ -484,20 +484,28 @@ func (r *Runner) plan(ctx context.Context, wd *Dataset) ([]Window, error) {
 
 // Correlate links the gateway-logged requests of w (gateway → prefill →
 // transfer → decode) and saves them to request_facts, without running
-// analyzers:
-// what `kvtrail ingest` does once its rows are in, so a request can be
-// followed across nodes before anyone runs analyze. It works slice by
-// slice (engine lines are read LinkMargin beyond each edge), visiting
-// only slices that hold requests — a stray 1970 timestamp in a log must
-// not mean 490,000 empty hours — so memory follows the requests of one
-// slice, not the window. Each fact is kept by the one slice its time falls
-// in. It returns the facts saved.
-func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (int, error) {
-	if slice < time.Second {
-		slice = time.Hour
+// analyzers: what `kvtrail ingest` does once its rows are in, so a request
+// can be followed across nodes before anyone runs analyze. It reads the
+// node map once for w, as an analysis of w does, then links w in slices of
+// at most maxRequests gateway responses (0: LinkSliceRequests), cut where
+// the requests are, as an analysis cuts its slices: a stray 1970
+// timestamp in a log widens the window, not the work, and memory follows
+// the requests of one slice. Engine lines are read LinkMargin beyond each
+// slice's edges; each fact is kept by the one slice its time falls in. It
+// returns the facts saved.
+//
+// It used to link hour by hour and read the node map for each hour: at
+// scale 2 (197,675 requests over 13 days), 314 slices whose fixed reads
+// made linking take as long as the ingest before it.
+func (r *Runner) Correlate(ctx context.Context, w Window, maxRequests int) (int, error) {
+	if maxRequests <= 0 {
+		maxRequests = LinkSliceRequests
 	}
-	slice = slice.Truncate(time.Second)
-	starts, err := r.DB.RequestSlices(ctx, w.From, w.To, slice)
+	wd, err := r.prepare(ctx, w, false)
+	if err != nil {
+		return 0, fmt.Errorf("correlate: %w", err)
+	}
+	buckets, err := r.DB.RequestCounts(ctx, wd.Window.From, wd.Window.To, sliceStep)
 	if err != nil {
 		return 0, fmt.Errorf("correlate: %w", err)
 	}
@@ -514,18 +522,11 @@ func (r *Runner) Correlate(ctx context.Context, w Window, slice time.Duration) (
 		pending = nil
 		return nil
 	}
-	for _, start := range starts {
-		sw := Window{From: start, To: start.Add(slice)}
-		if sw.From.Before(w.From) {
-			sw.From = w.From
-		}
-		if sw.To.After(w.To) {
-			sw.To = w.To
-		}
-		if !sw.To.After(sw.From) {
-			continue
-		}
-		d, err := r.load(ctx, sw, false)
+	for _, sw := range planSlices(buckets, wd.Window, maxRequests) {
+		// The slice read whole, with the window's node map and boots.
+		view := *wd
+		view.Window = sw
+		d, err := r.loadSlice(ctx, &view, sw, true)
 		if err != nil {
 			return saved, fmt.Errorf("correlate %s: %w", sw, err)
 		}

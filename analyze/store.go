@@ -35,8 +35,6 @@ type Evidence interface {
 	ScanPageEvents(ctx context.Context, from, to time.Time, fn func(*domain.PageEvent) error) error
 	// RoomOwners: the gateway responses of these rooms, whatever their time.
 	RoomOwners(ctx context.Context, rooms []uint64) ([]domain.GatewayResponse, error)
-	// RequestSlices: starts of the slices of [from, to) holding requests.
-	RequestSlices(ctx context.Context, from, to time.Time, slice time.Duration) ([]time.Time, error)
 	ProbeVerdicts(ctx context.Context, from, to time.Time) ([]domain.ProbeVerdict, error)
 	ProbeMarkers(ctx context.Context, markers []string) (map[string]domain.ProbeMarker, error)
 	// Silences applies the one gap rule (domain.FindSilences) to [from, to).

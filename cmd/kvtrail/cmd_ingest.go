@@ -322,7 +322,7 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 	}
 	a.log.Info("linking requests into request_facts", "window", w.String())
 	r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
-	n, err := r.Correlate(ctx, w, time.Hour)
+	n, err := r.Correlate(ctx, w, 0)
 	if err != nil {
 		return nil, fmt.Errorf("link requests (request_facts): %w", err)
 	}

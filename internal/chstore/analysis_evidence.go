@@ -276,43 +276,6 @@ func (s *Store) NodeEndpoints(ctx context.Context) (map[string]string, error) {
 
 // anSliceBucketsSQL lists the slices (ts divided by the slice length) of a
 // window that hold gateway responses or engine request lines.
-const anSliceBucketsSQL = `SELECT DISTINCT b FROM (
- SELECT intDiv(toUInt32(ts), ?) AS b FROM gateway_responses WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
- UNION ALL
- SELECT intDiv(toUInt32(ts), ?) AS b FROM engine_events WHERE ts >= toDateTime(?) AND ts < toDateTime(?))`
-
-// RequestSlices returns, in order, the starts of the slices of [from, to)
-// (slice-long spans since the epoch, slice in whole seconds) that hold
-// gateway responses or engine lines.
-func (s *Store) RequestSlices(ctx context.Context, from, to time.Time, slice time.Duration) ([]time.Time, error) {
-	step := uint32(slice / time.Second)
-	if step == 0 {
-		return nil, fmt.Errorf("request slices: slice %s is shorter than a second", slice)
-	}
-	rows, err := s.Query(ctx, anSliceBucketsSQL, step, UnixArg(from), UnixArg(to), step, UnixArg(from), UnixArg(to))
-	if err != nil {
-		return nil, fmt.Errorf("find requests: %w", err)
-	}
-	defer rows.Close()
-	var buckets []uint32
-	for rows.Next() {
-		var b uint32
-		if err := rows.Scan(&b); err != nil {
-			return nil, fmt.Errorf("find requests: %w", err)
-		}
-		buckets = append(buckets, b)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("find requests: %w", err)
-	}
-	slices.Sort(buckets)
-	out := make([]time.Time, len(buckets))
-	for i, b := range buckets {
-		out[i] = time.Unix(int64(b)*int64(step), 0).UTC()
-	}
-	return out, nil
-}
-
 const anRoomOwnersSQL = `SELECT bootstrap_room, request_id, tenant, model, ts_ns, decode_endpoint
 FROM gateway_responses
 WHERE has(?, bootstrap_room)`
