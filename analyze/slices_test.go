@@ -77,10 +77,12 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 				c := cfg
 				c.SliceRequests = sliceReq
 				r := &Runner{DB: db, Cfg: c, Trigger: "test", Now: func() time.Time { return now }, Lean: lean}
+				t0 := time.Now()
 				rep, err := r.Run(context.Background(), Window{}, nil)
 				if err != nil {
 					t.Fatalf("run (slices of %d): %v", sliceReq, err)
 				}
+				t.Logf("slices of %d (lean %v): %d slices in %v", sliceReq, lean, rep.Slices, time.Since(t0))
 				for _, x := range rep.Runs {
 					if x.Run.Status == StatusError {
 						t.Fatalf("%s: %s", x.Run.Analyzer, x.Run.Error)
