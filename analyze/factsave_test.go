@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recordingInserter builds "rows" (the facts' keys) when asked, and sends
@@ -60,6 +61,17 @@ func TestFactSaverOverlapsOneInsertAndKeepsOrder(t *testing.T) {
 	// rows at once, then waits for the first before it sends.
 	second := make(chan error, 1)
 	go func() { second <- s.save(factsOf("c")) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		ins.mu.Lock()
+		built := len(ins.built)
+		ins.mu.Unlock()
+		if built == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second slice's rows were not built while the first insert was in flight")
+		}
+	}
 	ins.release <- nil // first insert ends
 	if err := <-second; err != nil {
 		t.Fatal(err)
