@@ -394,6 +394,26 @@ func TestSpeedPointsInParts(t *testing.T) {
 	}
 }
 
+// An INSERT of request_facts is sent in several blocks (factSendRows) and
+// still stored as one part: the server gathers an INSERT's blocks, so the
+// smaller blocks add no parts for the merges to fold.
+func TestRequestFactsInsertIsOnePart(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	const n = 20_000 // three blocks of at most 8,192 rows
+	if err := s.SaveRequestFacts(ctx, benchFacts(n), 1); err != nil {
+		t.Fatal(err)
+	}
+	var parts, rows uint64
+	if err := s.QueryRow(ctx, `SELECT count(), sum(rows) FROM system.parts
+WHERE database = ? AND table = 'request_facts' AND active`, s.Database()).Scan(&parts, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if parts != 1 || rows != n {
+		t.Fatalf("one insert of %d rows stored as %d parts of %d rows", n, parts, rows)
+	}
+}
+
 // Findings are saved in several inserts when there are many: every one is
 // stored, once.
 func TestSaveManyFindings(t *testing.T) {
