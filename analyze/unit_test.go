@@ -107,6 +107,28 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 	}
 }
 
+// TestLanePoolReusesFreedLists: a freed request's page list is handed to
+// the next request that fits in it, holding that request's pages only, and
+// no list held at the time shares its memory.
+func TestLanePoolReusesFreedLists(t *testing.T) {
+	p := newLanePool(16, 1, false)
+	a := p.take(4, false, 0)
+	p.release(a)
+	p.recycle(a)
+	b := p.take(3, false, 0)
+	c := p.take(4, false, 0)
+	if &b[:1][0] != &a[:1][0] {
+		t.Error("the freed list was not reused")
+	}
+	if &c[:1][0] == &b[:1][0] {
+		t.Error("two held lists share memory")
+	}
+	// a's pages went back to the head of free_pages, lowest first.
+	if !slices.Equal(b, []int32{1, 2, 3}) || !slices.Equal(c, []int32{4, 5, 6, 7}) {
+		t.Errorf("took %v and %v, want [1 2 3] and [4 5 6 7]", b, c)
+	}
+}
+
 // TestRunLaneWriters: a victim preallocated after a merge reads the pages
 // the earliest finished requests wrote; a later writer whose pages wait on
 // release_pages is not its writer.
