@@ -228,7 +228,7 @@ ORDER BY ts_ns, line_id`
  ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
 FROM gateway_responses
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))
-ORDER BY ts_ns, request_id`
+ORDER BY ts_ns, request_id, line_id`
 )
 
 // EvidenceByLines streams the gateway, engine and transfer rows whose line

@@ -61,6 +61,25 @@ func TestAnalysisEvidenceReads(t *testing.T) {
 	if want := []uint64{10, 9, 11, 12}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("engine lines %v, want %v", got, want)
 	}
+	// Transfer lines: time order, then line; a line stored twice (here by
+	// two inserts, two parts, as a re-ingest leaves it) once.
+	transfer := `INSERT INTO transfer_events (ts, ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room,
+ line_id, ingested_at)`
+	tr := func(sec int, line uint64) []any {
+		return []any{at(sec), ns(at(sec)), "p0", "prefill", int16(0), "sglang", "transfer_failed", "r0", uint64(8), line, anT0}
+	}
+	batch(t, s, transfer, [][]any{tr(6, 32), tr(6, 31), tr(2, 33)})
+	batch(t, s, transfer, [][]any{tr(6, 31), tr(6, 32)})
+	got = nil
+	if err := s.ScanTransferEvents(ctx, anT0, anT0.Add(time.Hour), func(e *domain.TransferEvent) error {
+		got = append(got, e.Line)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{33, 31, 32}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("transfer lines %v, want %v", got, want)
+	}
 	// Decode lines: the nodes, then each node's in time order; a line
 	// stored twice comes twice.
 	got = nil
