@@ -72,12 +72,14 @@ type correlator struct {
 	boots    *Boots
 	nodes    nodeMap
 	byRoom   map[uint64][]*EngineEvent
-	byNodeID map[string][]*EngineEvent // node + "\x00" + rid
+	byNodeID map[nodeRID][]*EngineEvent
 	xfer     map[uint64][]*TransferEvent
 	corrupt  map[uint64][]*TransferEvent
 }
 
-func nodeRID(node, rid string) string { return node + "\x00" + rid }
+// nodeRID keys an engine line by its node and rid: a pair, where a joined
+// string allocated one per line (0.4 GB at 2M requests).
+type nodeRID struct{ node, rid string }
 
 // correlate builds one Fact per gateway response in the window, plus one
 // per room seen only in engine logs (a missing gateway log must not hide a
@@ -98,11 +100,15 @@ func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, eng
 // newCorrelator indexes the engine and transfer lines by node+rid and by
 // bootstrap room.
 func newCorrelator(boots *Boots, nodes nodeMap, engine []*EngineEvent, xfer []*TransferEvent) *correlator {
-	c := &correlator{boots: boots, nodes: nodes, byRoom: map[uint64][]*EngineEvent{},
-		byNodeID: map[string][]*EngineEvent{}, xfer: map[uint64][]*TransferEvent{}, corrupt: map[uint64][]*TransferEvent{}}
+	// Sized for a request's usual lines (Receive and Finish on its prefill
+	// and its decode node): grown from empty, the maps were rehashed on the
+	// way, a quarter of their inserts' time.
+	c := &correlator{boots: boots, nodes: nodes, byRoom: make(map[uint64][]*EngineEvent, len(engine)/4),
+		byNodeID: make(map[nodeRID][]*EngineEvent, len(engine)/2), xfer: make(map[uint64][]*TransferEvent, len(xfer)),
+		corrupt: map[uint64][]*TransferEvent{}}
 	for _, e := range engine {
 		if e.RID != "" {
-			k := nodeRID(e.Node, e.RID)
+			k := nodeRID{e.Node, e.RID}
 			c.byNodeID[k] = append(c.byNodeID[k], e)
 		}
 	}
@@ -138,7 +144,7 @@ func newCorrelator(boots *Boots, nodes nodeMap, engine []*EngineEvent, xfer []*T
 
 // roomOf is the bootstrap room some line of rid on node carries, 0 if none.
 func (c *correlator) roomOf(node, rid string) uint64 {
-	for _, o := range c.byNodeID[nodeRID(node, rid)] {
+	for _, o := range c.byNodeID[nodeRID{node, rid}] {
 		if o.Room != 0 {
 			return o.Room
 		}
@@ -208,14 +214,14 @@ func (c *correlator) link(f *Fact, prefillRID, decodeRID string) {
 		// Non-PD worker: the decode endpoint is the whole engine.
 		wantP, wantD = wantD, ""
 		if decodeRID != "" && wantP != "" {
-			evs = c.byNodeID[nodeRID(wantP, decodeRID)]
+			evs = c.byNodeID[nodeRID{wantP, decodeRID}]
 		}
 	} else {
 		if prefillRID != "" && wantP != "" {
-			evs = append(evs, c.byNodeID[nodeRID(wantP, prefillRID)]...)
+			evs = append(evs, c.byNodeID[nodeRID{wantP, prefillRID}]...)
 		}
 		if decodeRID != "" && wantD != "" {
-			evs = append(evs, c.byNodeID[nodeRID(wantD, decodeRID)]...)
+			evs = append(evs, c.byNodeID[nodeRID{wantD, decodeRID}]...)
 		}
 	}
 	if f.Room == 0 && len(evs) == 0 {
