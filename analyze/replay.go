@@ -243,6 +243,10 @@ type lanePool struct {
 	// frees one per request, and allocating them afresh was an eighth of
 	// everything a scale-20 analysis allocated (2.8 of 24.7 GB).
 	lists [32][][]int32
+	// kept is the pages lists can hold in all; at most keepMax, so what
+	// waits for reuse stays the size of the pool whatever the lane's
+	// history.
+	kept, keepMax int
 }
 
 // pageState is what the replay knows of one page. Requests are named by
@@ -271,7 +275,7 @@ func newLanePool(n, ps int, sorted bool) *lanePool {
 	} else {
 		pages = make([]pageState, n+1)
 	}
-	p := &lanePool{ps: ps, needSort: sorted, pages: pages}
+	p := &lanePool{ps: ps, needSort: sorted, pages: pages, keepMax: 2*n + 1024}
 	if sorted {
 		p.bits = make([]uint64, (n+1+63)/64)
 		for i := 1; i <= n; i++ {
@@ -346,6 +350,7 @@ func (p *lanePool) newList(n int) []int32 {
 		l := p.lists[c][k-1]
 		p.lists[c][k-1] = nil
 		p.lists[c] = p.lists[c][:k-1]
+		p.kept -= cap(l)
 		return l[:0]
 	}
 	return make([]int32, 0, 1<<c)
@@ -353,11 +358,12 @@ func (p *lanePool) newList(n int) []int32 {
 
 // recycle keeps l, a page list nothing refers to any more, for newList.
 func (p *lanePool) recycle(l []int32) {
-	if cap(l) == 0 {
+	if cap(l) == 0 || p.kept+cap(l) > p.keepMax {
 		return
 	}
 	c := bits.Len(uint(cap(l))) - 1 // 1<<c <= cap(l)
 	p.lists[c] = append(p.lists[c], l)
+	p.kept += cap(l)
 }
 
 // mergeReleased is merge_and_sort_free: free_pages becomes the sorted union.

@@ -127,6 +127,16 @@ func TestLanePoolReusesFreedLists(t *testing.T) {
 	if !slices.Equal(b, []int32{1, 2, 3}) || !slices.Equal(c, []int32{4, 5, 6, 7}) {
 		t.Errorf("took %v and %v, want [1 2 3] and [4 5 6 7]", b, c)
 	}
+	// What waits for reuse stays bounded by the pool's size: a list
+	// larger than that is dropped, not kept.
+	p.recycle(make([]int32, 0, 4*p.keepMax))
+	if p.kept != 0 {
+		t.Errorf("kept %d pages of lists (bound %d) after freeing one larger than the bound", p.kept, p.keepMax)
+	}
+	p.recycle(c)
+	if p.kept != cap(c) {
+		t.Errorf("kept %d pages after freeing a list of %d", p.kept, cap(c))
+	}
 }
 
 // TestRunLaneWriters: a victim preallocated after a merge reads the pages
