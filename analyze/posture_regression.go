@@ -86,5 +86,6 @@ func (*PostureRegression) Analyze(ctx context.Context, d *Dataset) ([]Finding, e
 	return out, nil
 }
 
-// newPass: the fleet's settings are read once per window, not per slice.
-func (a *PostureRegression) newPass() pass { return windowPass(a.Analyze) }
+// newPass: the fleet's settings are read once per window, not per slice,
+// and from the store alone, so Run reads them beside the slices.
+func (a *PostureRegression) newPass() pass { return &earlyPass{run: a.Analyze} }

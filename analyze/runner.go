@@ -135,10 +135,14 @@ type RunResult struct {
 	New      []Finding // nil under Runner.Lean
 	// NewCount is len(New) as saved, also under Runner.Lean.
 	NewCount int
+	// Duration is how long the run spent on the analyzer: for a pass Run
+	// starts beside the slices (early.go), only the time it then waited
+	// for it and stored its findings.
 	Duration time.Duration
 }
 
-// Phase is a timed step of Runner.Run.
+// Phase is a timed step of Runner.Run: what it cost the run beyond what
+// overlapped with other steps, so the phases add up to at most the run.
 type Phase struct {
 	Name     string
 	Duration time.Duration
@@ -239,6 +243,11 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 	if err != nil {
 		return nil, err
 	}
+	if gaps {
+		if wd.Gaps, err = r.gaps(ctx, wd); err != nil {
+			return nil, err
+		}
+	}
 	d, err := r.loadSlice(ctx, wd, wd.Window, true)
 	if err != nil {
 		return nil, err
@@ -247,10 +256,12 @@ func (r *Runner) load(ctx context.Context, w Window, gaps bool) (*Dataset, error
 }
 
 // prepare fills an open window from the data's span and reads what every
-// slice shares: boots, gaps, the watermark and the endpoint → node map.
-func (r *Runner) prepare(ctx context.Context, w Window, gaps bool) (*Dataset, error) {
+// slice shares: boots, the watermark (when analyzing) and the endpoint →
+// node map. The gaps are read apart (gaps), since Run reads them beside
+// the slices.
+func (r *Runner) prepare(ctx context.Context, w Window, analyzing bool) (*Dataset, error) {
 	var wm time.Time
-	if gaps || w.From.IsZero() || w.To.IsZero() {
+	if analyzing || w.From.IsZero() || w.To.IsZero() {
 		// The data's span fills an open window; its watermark is for
 		// analyzers (linking alone needs neither).
 		from, to, watermark, err := DataSpan(ctx, r.DB)
@@ -291,12 +302,14 @@ func (r *Runner) prepare(ctx context.Context, w Window, gaps bool) (*Dataset, er
 		return nil, err
 	}
 	d.nodes = buildNodeMap(declared, d.Boots, votes)
-	if gaps {
-		if d.Gaps, err = r.DB.Silences(ctx, w.From, w.To, cfg.GapThreshold); err != nil {
-			return nil, err
-		}
-	}
 	return d, nil
+}
+
+// gaps are the completeness gaps of a prepared window. Nothing a slice
+// does reads them: the conclusions do (markCompleteness, completeness,
+// the replay's fallback), so Run reads them beside the slices.
+func (r *Runner) gaps(ctx context.Context, wd *Dataset) ([]Gap, error) {
+	return r.DB.Silences(ctx, wd.Window.From, wd.Window.To, wd.Cfg.GapThreshold)
 }
 
 // loadSlice reads and links the requests of own (a span of wd's window).
@@ -382,8 +395,25 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	found := make([][]Finding, len(sel))
 	failed := make([]error, len(sel))
 	took := make([]time.Duration, len(sel))
+	// What reads only the store and the window runs beside the slices
+	// (early.go); an early return cancels it and waits for it.
+	bg, stop := context.WithCancel(ctx)
+	prepared := wd.early() // wd itself is replaced when the window is read whole
+	gaps := readLater(bg, func(ctx context.Context) ([]Gap, error) { return r.gaps(ctx, prepared) })
+	var early []starter
+	defer func() {
+		stop()
+		_, _ = gaps.wait()
+		for _, s := range early {
+			s.wait()
+		}
+	}()
 	for i, a := range sel {
 		passes[i] = passOf(a)
+		if s, ok := passes[i].(starter); ok {
+			s.start(bg, prepared)
+			early = append(early, s)
+		}
 	}
 	for _, own := range plan {
 		t0 = time.Now()
@@ -417,8 +447,14 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	if err := saver.wait(); err != nil {
 		return nil, err
 	}
-	// What saving cost beyond what overlapped with the slices' work.
-	rep.Phases = append(rep.Phases, Phase{"load+correlate", loadTook}, Phase{"save request_facts", saver.waited})
+	t0 = time.Now()
+	if wd.Gaps, err = gaps.wait(); err != nil {
+		return nil, err
+	}
+	// What saving and the gaps cost beyond what overlapped with the
+	// slices' work.
+	rep.Phases = append(rep.Phases, Phase{"load+correlate", loadTook}, Phase{"save request_facts", saver.waited},
+		Phase{"completeness gaps", time.Since(t0)})
 	return rep, r.conclude(ctx, wd, sel, passes, found, failed, took, started, rep)
 }
 

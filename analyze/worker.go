@@ -109,6 +109,9 @@ func (r *Runner) RunWorker(ctx context.Context, w Window, names []string, job Jo
 	if err != nil {
 		return nil, err
 	}
+	if wd.Gaps, err = r.gaps(ctx, wd); err != nil {
+		return nil, err
+	}
 	wd.factsVersion = version
 	plan, err := r.plan(ctx, wd)
 	if err != nil {

@@ -148,7 +148,7 @@ func Analyze(ctx context.Context, s AnalyzeStore, cfg analyze.Config, w analyze.
 	}
 	for _, p := range rep.Phases {
 		switch {
-		case p.Name == "load+correlate" || p.Name == "save request_facts":
+		case p.Name == "load+correlate" || p.Name == "save request_facts" || p.Name == "completeness gaps":
 			res.Load += p.Duration
 		case p.Name == "reconstruct affected":
 			res.Reconstr = p.Duration
