@@ -111,8 +111,8 @@ func (s *Store) NodeBoots(ctx context.Context) (*domain.Boots, error) {
 
 // anEngineEventsSQL: every per-request line in the time range. http_access
 // lines carry no request id and are not needed.
-const anEngineEventsSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
- completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
+const anEngineEventsSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
 FROM engine_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'
 ORDER BY ts_ns, line_id`
@@ -157,8 +157,8 @@ func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn fun
 	for rows.Next() {
 		var e domain.EngineEvent
 		var ns uint64
-		if err := rows.Scan(&ns, &e.Node, &e.Role, &e.DPRank, &e.Event, &e.RID, &e.Room, &e.BootHost, &e.Prompt,
-			&e.Completion, &e.Cached, &e.InputLen, &e.LimitTok, &e.FinishType, &e.FinishMsg, &e.Status, &e.Line); err != nil {
+		if err := rows.Scan(&ns, &e.Node, &e.Role, &e.DPRank, &e.Event, &e.RID, &e.Room, &e.Prompt,
+			&e.Completion, &e.Cached, &e.FinishType, &e.FinishMsg, &e.Status, &e.Line); err != nil {
 			return fmt.Errorf("scan engine event: %w", err)
 		}
 		if last.repeats(ns, e.Line) {
@@ -219,7 +219,7 @@ func (s *Store) scanTransfer(ctx context.Context, query string, args []any, fn f
 }
 
 const anGatewaySQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
- ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
+ ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
 ORDER BY ts_ns, request_id, line_id`
@@ -254,7 +254,7 @@ func (s *Store) scanGateway(ctx context.Context, query string, args []any, fn fu
 		var g domain.GatewayResponse
 		var ns uint64
 		if err := rows.Scan(&ns, &g.RequestID, &g.Tenant, &g.Model, &g.Status, &g.Prompt, &g.Completion, &g.Cached,
-			&g.TTFTMs, &g.DurationMs, &g.PrefillEP, &g.DecodeEP, &g.Room, &g.PrefillRID, &g.DecodeRID, &g.GWay, &g.Line); err != nil {
+			&g.TTFTMs, &g.DurationMs, &g.PrefillEP, &g.DecodeEP, &g.Room, &g.PrefillRID, &g.DecodeRID, &g.Line); err != nil {
 			return fmt.Errorf("scan gateway response: %w", err)
 		}
 		if last.repeats(ns, g.Line) && g.RequestID == lastID {

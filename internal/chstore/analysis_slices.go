@@ -214,8 +214,8 @@ func sortedRefs(acc map[string]domain.FactRef) []domain.FactRef {
 // The evidence rows with the given line ids, in [from, to] (whole seconds;
 // the time bound lets the server skip parts).
 const (
-	anEngineByLinesSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
- completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
+	anEngineByLinesSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
 FROM engine_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))
 ORDER BY ts_ns, line_id`
@@ -225,7 +225,7 @@ FROM transfer_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))
 ORDER BY ts_ns, line_id`
 	anGatewayByLinesSQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
- ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
+ ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))
 ORDER BY ts_ns, request_id, line_id`

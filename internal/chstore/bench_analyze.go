@@ -20,10 +20,10 @@ type BenchScan struct {
 // baseline reads them once, like the analysis's own load does.
 var benchAnalysisScans = []struct{ name, sql string }{
 	{"gateway_responses", `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
- ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, gateway, line_id
+ ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
-	{"engine_events", `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, bootstrap_host, prompt_tokens,
- completion_tokens, cached_tokens, input_len, limit_tokens, finish_type, finish_message, status_code, line_id
+	{"engine_events", `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
 FROM engine_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'`},
 	{"transfer_events", `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
  reason, peer, nic, line_id
