@@ -2,6 +2,8 @@ package domain
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -73,5 +75,39 @@ func TestTransferFailureAndBoots(t *testing.T) {
 	}
 	if b.FollowsRoom() || !a.FollowsRoom() {
 		t.Fatal("round_robin with dp 2 does not follow the room; dp 1 always does")
+	}
+}
+
+// Links names each combination of found parts in one order, and Lines
+// lists every line once, sorted, without the zero of a line not stored.
+func TestRequestLinksAndLinesEveryShape(t *testing.T) {
+	for k := 0; k < 16; k++ {
+		var r Request
+		var want []string
+		if k&1 != 0 {
+			r.GW, want = &GatewayResponse{Line: 9}, append(want, "gateway")
+		}
+		if k&2 != 0 {
+			r.Prefill, want = &Side{Recv: &EngineEvent{Line: 4}, Rejected: &EngineEvent{}}, append(want, "prefill")
+		}
+		if k&4 != 0 {
+			r.Transfer, want = []*TransferEvent{{Line: 6}, {Line: 4}}, append(want, "transfer")
+		}
+		if k&8 != 0 {
+			r.Decode, want = &Side{Recv: &EngineEvent{Line: 8}, Fin: &EngineEvent{Line: 2}}, append(want, "decode")
+		}
+		r.Corrupt = []*TransferEvent{{Line: 8}, {Line: 1}}
+		if got := r.Links(); got != strings.Join(want, "+") {
+			t.Errorf("shape %04b: links %q, want %q", k, got, strings.Join(want, "+"))
+		}
+		lines := r.Lines()
+		if !slices.IsSorted(lines) || len(slices.Compact(slices.Clone(lines))) != len(lines) || slices.Contains(lines, 0) {
+			t.Errorf("shape %04b: lines %v are not sorted, distinct and non-zero", k, lines)
+		}
+		for _, l := range []uint64{1, 8} { // the corrupt lines are always there
+			if !slices.Contains(lines, l) {
+				t.Errorf("shape %04b: lines %v lack %d", k, lines, l)
+			}
+		}
 	}
 }

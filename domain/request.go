@@ -1,7 +1,7 @@
 package domain
 
 import (
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -55,19 +55,6 @@ func (s *Side) Served() bool {
 	return s != nil && s.Fin != nil && !s.Fin.Aborted()
 }
 
-func (s *Side) lines() []uint64 {
-	if s == nil {
-		return nil
-	}
-	var out []uint64
-	for _, e := range []*EngineEvent{s.Recv, s.Fin, s.Rejected} {
-		if e != nil {
-			out = append(out, e.Line)
-		}
-	}
-	return out
-}
-
 // Request is one client request linked across gateway, prefill, transfer and
 // decode. Any link may be missing; Links says which were found.
 type Request struct {
@@ -87,22 +74,38 @@ type Request struct {
 }
 
 // Links names the parts that were found, e.g. "gateway+prefill+decode".
+// The 16 names are built once: an analysis names every request it saves.
 func (f *Request) Links() string {
-	var p []string
+	var k int
 	if f.GW != nil {
-		p = append(p, "gateway")
+		k |= 1
 	}
 	if f.Prefill != nil {
-		p = append(p, "prefill")
+		k |= 2
 	}
 	if len(f.Transfer) > 0 {
-		p = append(p, "transfer")
+		k |= 4
 	}
 	if f.Decode != nil {
-		p = append(p, "decode")
+		k |= 8
 	}
-	return strings.Join(p, "+")
+	return linkNames[k]
 }
+
+// linkNames[k] joins the parts whose bits k has, in Links' order.
+var linkNames = func() (out [16]string) {
+	parts := []string{"gateway", "prefill", "transfer", "decode"}
+	for k := range out {
+		var p []string
+		for i, name := range parts {
+			if k&(1<<i) != 0 {
+				p = append(p, name)
+			}
+		}
+		out[k] = strings.Join(p, "+")
+	}
+	return out
+}()
 
 // Status is the client's HTTP status (0 when no gateway line).
 func (f *Request) Status() uint16 {
@@ -167,12 +170,23 @@ func (f *Request) RIDs() []string {
 
 // Lines lists the raw lines behind the fact.
 func (f *Request) Lines() []uint64 {
-	var out []uint64
+	// One allocation: an analysis lists the lines of every request it
+	// saves (at 2M requests, 1.2 CPU-seconds when each side and the sort
+	// took one of their own).
+	out := make([]uint64, 0, 7+len(f.Transfer)+len(f.Corrupt))
 	if f.GW != nil {
 		out = append(out, f.GW.Line)
 	}
-	out = append(out, f.Prefill.lines()...)
-	out = append(out, f.Decode.lines()...)
+	for _, s := range [2]*Side{f.Prefill, f.Decode} {
+		if s == nil {
+			continue
+		}
+		for _, e := range [3]*EngineEvent{s.Recv, s.Fin, s.Rejected} {
+			if e != nil {
+				out = append(out, e.Line)
+			}
+		}
+	}
 	for _, t := range f.Transfer {
 		out = append(out, t.Line)
 	}
@@ -245,20 +259,15 @@ func (f *Request) Finding() Finding {
 	return fd
 }
 
+// uniqSortedU64 sorts v in place and returns its distinct non-zero values.
 func uniqSortedU64(v []uint64) []uint64 {
-	out := make([]uint64, 0, len(v))
-	for _, x := range v {
-		if x != 0 {
-			out = append(out, x)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	slices.Sort(v)
 	n := 0
-	for i, x := range out {
-		if i == 0 || x != out[n-1] {
-			out[n] = x
+	for _, x := range v {
+		if x != 0 && (n == 0 || x != v[n-1]) {
+			v[n] = x
 			n++
 		}
 	}
-	return out[:n]
+	return v[:n]
 }
