@@ -2,11 +2,15 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
+
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chblock"
 )
 
 // The analysis' reads of the evidence: node boots, the request-level
@@ -144,33 +148,68 @@ func (l *lineAt) repeats(ns, line uint64) bool {
 	return false
 }
 
+// engineCols are the columns of anEngineEventsSQL, in its order.
+type engineCols struct {
+	ts, room, prompt, completion, cached, line proto.ColUInt64
+	node, role, event, rid, finishType, msg    chblock.Str
+	dp                                         proto.ColInt16
+	status                                     proto.ColUInt16
+}
+
+func (c *engineCols) results() proto.Results {
+	return proto.Results{
+		{Name: "ts_ns", Data: &c.ts}, {Name: "node", Data: &c.node}, {Name: "role", Data: &c.role},
+		{Name: "dp_rank", Data: &c.dp}, {Name: "event", Data: &c.event}, {Name: "rid", Data: &c.rid},
+		{Name: "bootstrap_room", Data: &c.room}, {Name: "prompt_tokens", Data: &c.prompt},
+		{Name: "completion_tokens", Data: &c.completion}, {Name: "cached_tokens", Data: &c.cached},
+		{Name: "finish_type", Data: &c.finishType}, {Name: "finish_message", Data: &c.msg},
+		{Name: "status_code", Data: &c.status}, {Name: "line_id", Data: &c.line},
+	}
+}
+
 // scanEngine runs an engine_events select of anEngineEventsSQL's columns,
 // which orders by ts_ns, line_id.
 func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn func(*domain.EngineEvent) error) error {
-	rows, done, err := s.Stream(ctx, query, args...)
-	defer done()
+	var (
+		c    engineCols
+		last lineAt
+	)
+	err := s.scanBlocks(ctx, query, args, c.results(), func(n int) error {
+		for i := range n {
+			ns := c.ts[i]
+			if last.repeats(ns, c.line[i]) {
+				continue
+			}
+			e := domain.EngineEvent{
+				TS: time.Unix(0, int64(ns)).UTC(), Node: c.node.Row(i), Role: c.role.Row(i),
+				Event: c.event.Row(i), RID: c.rid.Row(i), FinishType: c.finishType.Row(i), FinishMsg: c.msg.Row(i),
+				Room: c.room[i], Prompt: c.prompt[i], Completion: c.completion[i], Cached: c.cached[i],
+				Line: c.line[i], DPRank: c.dp[i], Status: c.status[i],
+			}
+			if err := fn(&e); err != nil {
+				return errCallback{err}
+			}
+		}
+		return nil
+	})
+	return callbackOr(err, "load engine events")
+}
+
+// errCallback carries a callback's error through a scan, so it is returned
+// as is while the scan's own errors are wrapped.
+type errCallback struct{ err error }
+
+func (e errCallback) Error() string { return e.err.Error() }
+
+// callbackOr returns a callback's error as is and wraps any other with what
+// was being read.
+func callbackOr(err error, what string) error {
+	var cb errCallback
+	if errors.As(err, &cb) {
+		return cb.err
+	}
 	if err != nil {
-		return fmt.Errorf("load engine events: %w", err)
-	}
-	defer rows.Close()
-	var last lineAt
-	for rows.Next() {
-		var e domain.EngineEvent
-		var ns uint64
-		if err := rows.Scan(&ns, &e.Node, &e.Role, &e.DPRank, &e.Event, &e.RID, &e.Room, &e.Prompt,
-			&e.Completion, &e.Cached, &e.FinishType, &e.FinishMsg, &e.Status, &e.Line); err != nil {
-			return fmt.Errorf("scan engine event: %w", err)
-		}
-		if last.repeats(ns, e.Line) {
-			continue
-		}
-		e.TS = time.Unix(0, int64(ns)).UTC()
-		if err := fn(&e); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read engine events: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
@@ -235,41 +274,59 @@ func (s *Store) ScanGatewayResponses(ctx context.Context, w domain.Window, fn fu
 	})
 }
 
+// gatewayCols are the columns of anGatewaySQL, in its order. Tenants,
+// models and endpoints repeat across millions of rows: shared, not copied.
+type gatewayCols struct {
+	ts, prompt, completion, cached, room, line         proto.ColUInt64
+	id, tenant, model, prefillEP, decodeEP, pRID, dRID chblock.Str
+	status                                             proto.ColUInt16
+	ttft, dur                                          proto.ColFloat64
+}
+
+func (c *gatewayCols) results() proto.Results {
+	c.tenant.Intern, c.prefillEP.Intern, c.decodeEP.Intern = true, true, true
+	return proto.Results{
+		{Name: "ts_ns", Data: &c.ts}, {Name: "request_id", Data: &c.id}, {Name: "tenant", Data: &c.tenant},
+		{Name: "model", Data: &c.model}, {Name: "status", Data: &c.status}, {Name: "prompt_tokens", Data: &c.prompt},
+		{Name: "completion_tokens", Data: &c.completion}, {Name: "cached_tokens", Data: &c.cached},
+		{Name: "ttft_ms", Data: &c.ttft}, {Name: "duration_ms", Data: &c.dur},
+		{Name: "prefill_endpoint", Data: &c.prefillEP}, {Name: "decode_endpoint", Data: &c.decodeEP},
+		{Name: "bootstrap_room", Data: &c.room}, {Name: "prefill_rid", Data: &c.pRID},
+		{Name: "decode_rid", Data: &c.dRID}, {Name: "line_id", Data: &c.line},
+	}
+}
+
 // scanGateway runs a gateway_responses select of anGatewaySQL's columns,
 // which orders by ts_ns, request_id, line_id; each (request id, line)
 // once: the copies of a line stored twice come one after the other
 // (lineAt).
 func (s *Store) scanGateway(ctx context.Context, query string, args []any, fn func(*domain.GatewayResponse) error) error {
-	rows, done, err := s.Stream(ctx, query, args...)
-	defer done()
-	if err != nil {
-		return fmt.Errorf("load gateway responses: %w", err)
-	}
-	defer rows.Close()
 	var (
+		c      gatewayCols
 		last   lineAt
 		lastID string
 	)
-	for rows.Next() {
-		var g domain.GatewayResponse
-		var ns uint64
-		if err := rows.Scan(&ns, &g.RequestID, &g.Tenant, &g.Model, &g.Status, &g.Prompt, &g.Completion, &g.Cached,
-			&g.TTFTMs, &g.DurationMs, &g.PrefillEP, &g.DecodeEP, &g.Room, &g.PrefillRID, &g.DecodeRID, &g.Line); err != nil {
-			return fmt.Errorf("scan gateway response: %w", err)
+	err := s.scanBlocks(ctx, query, args, c.results(), func(n int) error {
+		for i := range n {
+			ns := c.ts[i]
+			id := c.id.Row(i)
+			if last.repeats(ns, c.line[i]) && id == lastID {
+				continue
+			}
+			lastID = id
+			g := domain.GatewayResponse{
+				TS: time.Unix(0, int64(ns)).UTC(), RequestID: id, Tenant: c.tenant.Row(i), Model: c.model.Row(i),
+				Status: c.status[i], Prompt: c.prompt[i], Completion: c.completion[i], Cached: c.cached[i],
+				TTFTMs: c.ttft[i], DurationMs: c.dur[i], PrefillEP: c.prefillEP.Row(i), DecodeEP: c.decodeEP.Row(i),
+				Room: c.room[i], PrefillRID: c.pRID.Row(i), DecodeRID: c.dRID.Row(i), Line: c.line[i],
+			}
+			if err := fn(&g); err != nil {
+				return errCallback{err}
+			}
 		}
-		if last.repeats(ns, g.Line) && g.RequestID == lastID {
-			continue
-		}
-		lastID = g.RequestID
-		g.TS = time.Unix(0, int64(ns)).UTC()
-		if err := fn(&g); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read gateway responses: %w", err)
-	}
-	return nil
+		return nil
+	})
+	return callbackOr(err, "load gateway responses")
 }
 
 const anNodeEndpointsSQL = `SELECT node, argMax(endpoints, version) AS eps FROM nodes GROUP BY node ORDER BY node`
@@ -369,29 +426,31 @@ func (s *Store) DecodeNodes(ctx context.Context, from, to time.Time) ([]string, 
 // (18.16 cannot read in key order); a node's lines are a fraction of that
 // sort, and nodes can be read side by side.
 func (s *Store) ScanDecodeNodeLines(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error {
-	rows, done, err := s.Stream(ctx, anDecodeEventsSQL, UnixArg(from), UnixArg(to), node)
-	defer done()
-	if err != nil {
-		return fmt.Errorf("load decode events of %s for replay: %w", node, err)
+	var (
+		ts, room, prompt, completion, line proto.ColUInt64
+		event, rid, finishType             chblock.Str
+	)
+	cols := proto.Results{
+		{Name: "event", Data: &event}, {Name: "rid", Data: &rid}, {Name: "bootstrap_room", Data: &room},
+		{Name: "ts_ns", Data: &ts}, {Name: "prompt_tokens", Data: &prompt}, {Name: "completion_tokens", Data: &completion},
+		{Name: "finish_type", Data: &finishType}, {Name: "line_id", Data: &line},
 	}
-	defer rows.Close()
-	for rows.Next() {
-		// The node is the one asked for: not read, so not a string
-		// allocated per line.
-		e := domain.EngineEvent{Node: node, Role: "decode", DPRank: -1}
-		var ns uint64
-		if err := rows.Scan(&e.Event, &e.RID, &e.Room, &ns, &e.Prompt, &e.Completion, &e.FinishType, &e.Line); err != nil {
-			return fmt.Errorf("scan decode event: %w", err)
+	err := s.scanBlocks(ctx, anDecodeEventsSQL, []any{UnixArg(from), UnixArg(to), node}, cols, func(n int) error {
+		for i := range n {
+			// The node is the one asked for: not read, so not a string
+			// allocated per line.
+			e := domain.EngineEvent{
+				Node: node, Role: "decode", DPRank: -1, TS: time.Unix(0, int64(ts[i])).UTC(),
+				Event: event.Row(i), RID: rid.Row(i), Room: room[i], Prompt: prompt[i], Completion: completion[i],
+				FinishType: finishType.Row(i), Line: line[i],
+			}
+			if err := fn(&e); err != nil {
+				return errCallback{err}
+			}
 		}
-		e.TS = time.Unix(0, int64(ns)).UTC()
-		if err := fn(&e); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read decode events of %s: %w", node, err)
-	}
-	return nil
+		return nil
+	})
+	return callbackOr(err, "load decode events of "+node+" for replay")
 }
 
 const anPageNodesSQL = `SELECT node, count() FROM page_events GROUP BY node`

@@ -8,6 +8,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chblock"
 )
 
 // The reads that let an analysis run slice by slice in bounded memory
@@ -114,6 +115,7 @@ const (
 // replaces any other per-query settings ctx holds; the analysis' reads
 // set none).
 func listContext(ctx context.Context) context.Context {
+	ctx = context.WithValue(ctx, blockSettingsKey{}, []chblock.Setting{{Name: "max_query_size", Value: ListQuerySize}})
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": ListQuerySize}))
 }
 

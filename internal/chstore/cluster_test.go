@@ -3,9 +3,11 @@ package chstore_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/sqlcheck"
 	"github.com/kvtrail/kvtrail/internal/testcluster"
@@ -107,6 +109,33 @@ func TestClusterMigrateAndStatus(t *testing.T) {
 	if err := s.QueryRow(ctx, "SELECT count() FROM engine_events FINAL").Scan(&n); err != nil || n != 100 {
 		t.Fatalf("engine_events FINAL = %d (%v), want 100", n, err)
 	}
+	// The analysis's block reads go through the Distributed tables with
+	// the cluster's settings, and read what the driver reads.
+	scan := func(st *chstore.Store) []domain.EngineEvent {
+		var out []domain.EngineEvent
+		at := time.Unix(1780000000, 0)
+		if err := st.ScanEngineEvents(ctx, at, at, func(e *domain.EngineEvent) error {
+			out = append(out, *e)
+			return nil
+		}); err != nil {
+			t.Fatalf("scan engine events on the cluster: %v", err)
+		}
+		return out
+	}
+	blocks := scan(s)
+	if len(blocks) != 100 || !chstore.ReadsBlocks(s) {
+		t.Fatalf("block read on the cluster: %d lines (want 100), still reading blocks: %v", len(blocks), chstore.ReadsBlocks(s))
+	}
+	rows, err := chstore.Open(ctx, chstore.Options{Addrs: c.Addrs(), Database: "kvt", Username: "default", Cluster: c.Name,
+		DialTimeout: 2 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 2, RowReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	if got := scan(rows); !reflect.DeepEqual(got, blocks) {
+		t.Fatalf("the driver read %d lines on the cluster, the block path %d, or they differ", len(got), len(blocks))
+	}
+
 	down, err := s.PingShards(ctx)
 	if err != nil || len(down) != 0 {
 		t.Fatalf("PingShards = %v, %v", down, err)

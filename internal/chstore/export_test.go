@@ -38,3 +38,11 @@ func SaveFindingKeys(ctx context.Context, s *Store, fs []domain.Finding) error {
 func (s *Store) AffectedRowsAdaptiveBlocks(ctx context.Context, id string) (string, []domain.AffectedRow, error) {
 	return s.affectedRows(ctx, id)
 }
+
+// ReadsBlocks reports whether s reads the analysis's scans a block at a
+// time (blocks.go).
+func ReadsBlocks(s *Store) bool { return s.blocks != nil && !s.blocks.off.Load() }
+
+// PointBlocksAt makes s's block reads go to addr (a test's stand-in for a
+// server the block reader cannot speak to).
+func PointBlocksAt(s *Store, addr string) { s.blocks.opts.Addrs = []string{addr} }

@@ -51,6 +51,10 @@ type Options struct {
 	// (the default) acknowledges after one replica, so a down replica does
 	// not stop ingest (docs/cluster.md).
 	InsertQuorum int
+	// RowReads reads the analysis's large scans row by row through the
+	// driver instead of a block at a time (blocks.go). Tests set it to
+	// hold both paths to the same result.
+	RowReads bool
 	// Compression of data blocks on the wire: "lz4", "none", or "auto"
 	// (the default): none when every address is a loopback one, where LZ4
 	// only costs CPU on both ends, lz4 otherwise.
@@ -104,6 +108,7 @@ type Store struct {
 	hook    func(string)
 	result  func(string, []any, error)
 	opts    Options
+	blocks  *blockReader // nil: rows only (blocks.go)
 }
 
 // Version is the server's version, used to gate version-specific SQL.
@@ -251,6 +256,7 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 		hook:   o.OnStatement,
 		result: o.OnResult,
 		opts:   o,
+		blocks: newBlockReader(o, db, comp, settings),
 	}, nil
 }
 

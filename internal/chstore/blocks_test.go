@@ -1,0 +1,169 @@
+package chstore_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/migrations"
+)
+
+func openStore(t *testing.T, o chstore.Options) *chstore.Store {
+	t.Helper()
+	s, err := chstore.Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// notClickHouse listens and answers every connection with bytes that are
+// not the native protocol.
+func notClickHouse(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n"))
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+type scanned struct {
+	engine, decode []domain.EngineEvent
+	gateway        []domain.GatewayResponse
+}
+
+func scanAll(t *testing.T, s *chstore.Store, to time.Time) scanned {
+	t.Helper()
+	ctx := context.Background()
+	var out scanned
+	if err := s.ScanEngineEvents(ctx, anT0, to, func(e *domain.EngineEvent) error {
+		out.engine = append(out.engine, *e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"d0", "d1", "d2"} {
+		if err := s.ScanDecodeNodeLines(ctx, anT0, to, node, func(e *domain.EngineEvent) error {
+			out.decode = append(out.decode, *e)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.ScanGatewayResponses(ctx, domain.Window{From: anT0, To: to}, func(g *domain.GatewayResponse) error {
+		out.gateway = append(out.gateway, *g)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The analysis's scans read the same events a block at a time
+// (internal/chblock), row by row through the driver (RowReads), and
+// through the driver after the block reader failed to speak to the server
+// (the fallback). The rows span several blocks of both paths, repeat
+// lines as an unmerged re-ingest leaves them, and carry empty, quoted and
+// multi-byte text.
+func TestScanPathsAgree(t *testing.T) {
+	o := testdb.Options(t)
+	s := openStore(t, o)
+	m, err := chstore.NewMigrator(s, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 30_000
+	at := func(i int) time.Time { return anT0.Add(time.Duration(i) * 10 * time.Millisecond) }
+	var eng, gw [][]any
+	events := []string{"received", "finished", "prefill_done", "http_access"}
+	for i := range n {
+		rid, msg, fin := fmt.Sprintf("rid-%d", i/3), "", ""
+		if i%7 == 0 {
+			rid = ""
+		}
+		if i%3 == 1 {
+			fin, msg = "abort", fmt.Sprintf(`it's "aborted" <b>%d</b> — ü`, i)
+		}
+		row := []any{at(i), ns(at(i)), fmt.Sprintf("d%d", i%3), []string{"decode", "prefill"}[i%5/4], int16(i%4 - 1),
+			events[i%4], rid, uint64(i / 3), uint64(i * 7), uint64(i % 50), uint64(i % 9), fin, msg, uint16(200 + i%2), uint64(1000 + i), anT0}
+		eng = append(eng, row)
+		if i%97 == 0 {
+			eng = append(eng, row) // stored twice, not merged yet
+		}
+		if i%3 == 0 {
+			g := []any{at(i), ns(at(i)), fmt.Sprintf("req-%d", i), fmt.Sprintf("tenant-%d", i%4), "m", uint16(200),
+				uint64(i), uint64(i % 11), uint64(i % 5), float64(i) / 3, float64(i) / 2, "http://10.0.0.1:30000",
+				fmt.Sprintf("http://10.0.0.%d:30000", 2+i%3), uint64(i / 3), "p-" + rid, rid, uint64(500_000 + i), anT0}
+			gw = append(gw, g)
+			if i%91 == 0 {
+				gw = append(gw, g)
+			}
+		}
+	}
+	batch(t, s, `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, ingested_at)`, eng)
+	batch(t, s, `INSERT INTO gateway_responses (ts, ts_ns, request_id, tenant, model, status, prompt_tokens,
+ completion_tokens, cached_tokens, ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room,
+ prefill_rid, decode_rid, line_id, ingested_at)`, gw)
+
+	to := at(n)
+	if !chstore.ReadsBlocks(s) {
+		t.Fatal("a store on a single server must read blocks")
+	}
+	blocks := scanAll(t, s, to)
+	// Every line once (http_access is not a request line); decode lines
+	// as stored, duplicates included, for the replay to skip.
+	if want := n - n/4; len(blocks.engine) != want {
+		t.Fatalf("%d engine lines, want %d", len(blocks.engine), want)
+	}
+	if want := n / 3; len(blocks.gateway) != want {
+		t.Fatalf("%d gateway responses, want %d", len(blocks.gateway), want)
+	}
+	if len(blocks.decode) == 0 {
+		t.Fatal("no decode lines")
+	}
+
+	ro := o
+	ro.RowReads = true
+	rows := openStore(t, ro)
+	if chstore.ReadsBlocks(rows) {
+		t.Fatal("RowReads: the store reads blocks")
+	}
+	fb := openStore(t, o)
+	chstore.PointBlocksAt(fb, notClickHouse(t))
+	for name, st := range map[string]*chstore.Store{"rows": rows, "fallback": fb} {
+		got := scanAll(t, st, to)
+		for what, pair := range map[string][2]any{
+			"engine": {got.engine, blocks.engine}, "decode": {got.decode, blocks.decode}, "gateway": {got.gateway, blocks.gateway},
+		} {
+			if !reflect.DeepEqual(pair[0], pair[1]) {
+				t.Errorf("%s: %s events differ from the block path's", name, what)
+			}
+		}
+	}
+	if chstore.ReadsBlocks(fb) {
+		t.Error("after a failed block read the store still reads blocks")
+	}
+}
