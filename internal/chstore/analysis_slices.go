@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/kvtrail/kvtrail/domain"
@@ -296,27 +297,41 @@ func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to ti
 	return nil
 }
 
-// scanSpeedPoints streams the speed points whose key hashes to part of parts.
+// speedCols are the columns of anSpeedPointsSQL, in its order; the
+// prefill node is one of a few, shared rather than copied.
+type speedCols struct {
+	key, node                    chblock.Str
+	prompt, decodePrompt, cached proto.ColUInt64
+	ttft                         proto.ColFloat64
+	status                       proto.ColUInt16
+	ts                           proto.ColUInt64
+}
+
+func (c *speedCols) results() proto.Results {
+	return proto.Results{
+		{Name: "request_key", Data: &c.key}, {Name: "prefill_node", Data: &c.node},
+		{Name: "prompt_tokens", Data: &c.prompt}, {Name: "decode_prompt_tokens", Data: &c.decodePrompt},
+		{Name: "cached_tokens", Data: &c.cached}, {Name: "ttft_ms", Data: &c.ttft},
+		{Name: "status", Data: &c.status}, {Name: "ts_ns", Data: &c.ts},
+	}
+}
+
+// scanSpeedPoints streams the speed points whose key hashes to part of
+// parts. The fit reads the window's points twice, so at scale these are
+// the analysis's largest reads after the slices': a block at a time.
 func (s *Store) scanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, parts, part uint64, fn func(domain.SpeedPoint) error) error {
-	rows, done, err := s.Stream(ctx, anSpeedPointsSQL, version, UnixArg(from), UnixArg(to), parts, part)
-	defer done()
-	if err != nil {
-		return fmt.Errorf("read speed points: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p domain.SpeedPoint
-		var ns uint64
-		if err := rows.Scan(&p.Key, &p.PrefillNode, &p.Prompt, &p.DecodePrompt, &p.Cached, &p.TTFTMs, &p.Status, &ns); err != nil {
-			return fmt.Errorf("scan speed point: %w", err)
+	var c speedCols
+	err := s.scanBlocks(ctx, anSpeedPointsSQL, []any{version, UnixArg(from), UnixArg(to), parts, part}, c.results(), func(n int) error {
+		for i := range n {
+			p := domain.SpeedPoint{
+				Key: c.key.Row(i), PrefillNode: c.node.Row(i), Prompt: c.prompt[i], DecodePrompt: c.decodePrompt[i],
+				Cached: c.cached[i], TTFTMs: c.ttft[i], Status: c.status[i], TS: time.Unix(0, int64(c.ts[i])).UTC(),
+			}
+			if err := fn(p); err != nil {
+				return errCallback{err}
+			}
 		}
-		p.TS = time.Unix(0, int64(ns)).UTC()
-		if err := fn(p); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read speed points: %w", err)
-	}
-	return nil
+		return nil
+	})
+	return callbackOr(err, "read speed points")
 }

@@ -48,6 +48,7 @@ func notClickHouse(t *testing.T) string {
 type scanned struct {
 	engine, decode []domain.EngineEvent
 	gateway        []domain.GatewayResponse
+	speed          []domain.SpeedPoint
 }
 
 func scanAll(t *testing.T, s *chstore.Store, to time.Time) scanned {
@@ -70,6 +71,12 @@ func scanAll(t *testing.T, s *chstore.Store, to time.Time) scanned {
 	}
 	if err := s.ScanGatewayResponses(ctx, domain.Window{From: anT0, To: to}, func(g *domain.GatewayResponse) error {
 		out.gateway = append(out.gateway, *g)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ScanSpeedPoints(ctx, 1, anT0, to, func(p domain.SpeedPoint) error {
+		out.speed = append(out.speed, p)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -128,6 +135,28 @@ func TestScanPathsAgree(t *testing.T) {
  completion_tokens, cached_tokens, ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room,
  prefill_rid, decode_rid, line_id, ingested_at)`, gw)
 
+	// The speed fit's points come back from request_facts, two versions
+	// of each as a re-run leaves them before the merge.
+	var facts []*domain.Request
+	for i := range n / 3 {
+		key := fmt.Sprintf("k-%05d", i)
+		r := &domain.Request{Key: key, TS: at(3 * i), Tenant: fmt.Sprintf("tenant-%d", i%4),
+			GW: &domain.GatewayResponse{RequestID: key, Status: uint16(200 + 300*(i%5/4)), Prompt: uint64(i * 13),
+				Cached: uint64(i % 17), TTFTMs: float64(i) / 7, Line: uint64(i + 1)}}
+		if i%6 != 0 {
+			r.Prefill = &domain.Side{Node: fmt.Sprintf("p%d", i%3), DPRank: -1}
+		}
+		if i%2 == 0 {
+			r.Decode = &domain.Side{Node: "d0", DPRank: -1, Fin: &domain.EngineEvent{Prompt: uint64(i*13 + i%3)}}
+		}
+		facts = append(facts, r)
+	}
+	for _, v := range []uint64{1, 2} {
+		if err := s.SaveRequestFacts(context.Background(), facts, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	to := at(n)
 	if !chstore.ReadsBlocks(s) {
 		t.Fatal("a store on a single server must read blocks")
@@ -144,6 +173,20 @@ func TestScanPathsAgree(t *testing.T) {
 	if len(blocks.decode) == 0 {
 		t.Fatal("no decode lines")
 	}
+	if len(blocks.speed) != n/3 {
+		t.Fatalf("%d speed points, want %d", len(blocks.speed), n/3)
+	}
+	for i, p := range blocks.speed { // in request_key order, as facts
+		f := facts[i]
+		want := domain.SpeedPoint{Key: f.Key, TS: f.TS, Prompt: f.GW.Prompt, DecodePrompt: f.Decode.Prompt(),
+			Cached: f.GW.Cached, TTFTMs: f.GW.TTFTMs, Status: f.GW.Status}
+		if f.Prefill != nil {
+			want.PrefillNode = f.Prefill.Node
+		}
+		if p != want {
+			t.Fatalf("speed point %d: %+v, want %+v", i, p, want)
+		}
+	}
 
 	ro := o
 	ro.RowReads = true
@@ -157,6 +200,7 @@ func TestScanPathsAgree(t *testing.T) {
 		got := scanAll(t, st, to)
 		for what, pair := range map[string][2]any{
 			"engine": {got.engine, blocks.engine}, "decode": {got.decode, blocks.decode}, "gateway": {got.gateway, blocks.gateway},
+			"speed": {got.speed, blocks.speed},
 		} {
 			if !reflect.DeepEqual(pair[0], pair[1]) {
 				t.Errorf("%s: %s events differ from the block path's", name, what)
