@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,6 +103,9 @@ func finalizeNew(a Analyzer, fs []Finding, seen map[string]bool) []Finding {
 	return out
 }
 
+// uniqSortedU64 is v's non-zero values, sorted, each once, in a new
+// slice. The reconstruction folds every victim's evidence through it: at
+// 2M requests sort.Slice's reflective swaps made it 1.1 CPU-seconds.
 func uniqSortedU64(v []uint64) []uint64 {
 	out := make([]uint64, 0, len(v))
 	for _, x := range v {
@@ -109,15 +113,8 @@ func uniqSortedU64(v []uint64) []uint64 {
 			out = append(out, x)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	n := 0
-	for i, x := range out {
-		if i == 0 || x != out[n-1] {
-			out[n] = x
-			n++
-		}
-	}
-	return out[:n]
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func uniqSortedStr(v []string) []string {

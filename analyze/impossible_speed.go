@@ -1,11 +1,14 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/kvtrail/kvtrail/domain"
 )
@@ -48,9 +51,24 @@ type speedPoint struct {
 	h    uint64
 }
 
-func newSpeedPoint(key string, prompt, cached uint64, ttft float64) speedPoint {
-	h := sha256.Sum256([]byte(key))
-	return speedPoint{key: key, u: float64(prompt - cached), t: ttft, h: binary.BigEndian.Uint64(h[:8])}
+// newSpeedPoint makes a point; hashed gives it its sample hash, which only
+// the fit's pass reads.
+func newSpeedPoint(key string, prompt, cached uint64, ttft float64, hashed bool) speedPoint {
+	p := speedPoint{key: key, u: float64(prompt - cached), t: ttft}
+	if hashed {
+		h := sha256.Sum256([]byte(key))
+		p.h = binary.BigEndian.Uint64(h[:8])
+	}
+	return p
+}
+
+// sampleOrder orders points by hash, then key: the fit's sample is a
+// node's lowest points in this order.
+func sampleOrder(a, b speedPoint) int {
+	if c := cmp.Compare(a.h, b.h); c != 0 {
+		return c
+	}
+	return strings.Compare(a.key, b.key)
 }
 
 // Analyze implements Analyzer.
@@ -68,13 +86,32 @@ func (a *ImpossibleSpeed) newPass() pass { return windowPass(a.judge) }
 type speedNode struct {
 	n      int // the node's points
 	sample []speedPoint
-	fit    Fit
-	ok     bool
+	// full: sample was cut to the Sample lowest points so far, of which
+	// top is the highest; a later point above it cannot be in the sample.
+	full bool
+	top  speedPoint
+	fit  Fit
+	ok   bool
+}
+
+// add counts p and keeps it while it can be among the node's sample
+// lowest points (all of them when sample is 0), cutting the kept points
+// back to the lowest sample as they reach four times that.
+func (sn *speedNode) add(p speedPoint, sample int) {
+	sn.n++
+	if sn.full && sampleOrder(p, sn.top) > 0 {
+		return // sample points already seen come before it
+	}
+	sn.sample = append(sn.sample, p)
+	if sample > 0 && len(sn.sample) >= 4*sample {
+		sn.sample = lowestHashes(sn.sample, sample)
+		sn.full, sn.top = true, sn.sample[len(sn.sample)-1]
+	}
 }
 
 // points calls fn for every point of the window, in time order when read
-// whole.
-func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, fn func(node string, p speedPoint)) error {
+// whole; hashed: with their sample hashes.
+func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, hashed bool, fn func(node string, p speedPoint)) error {
 	if d.complete {
 		for _, f := range d.Facts {
 			if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTMs <= 0 || f.Prefill == nil {
@@ -84,7 +121,7 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, fn func(node s
 			if f.GW.Cached > prompt {
 				continue
 			}
-			fn(f.Prefill.Node, newSpeedPoint(f.Key, prompt, f.GW.Cached, f.GW.TTFTMs))
+			fn(f.Prefill.Node, newSpeedPoint(f.Key, prompt, f.GW.Cached, f.GW.TTFTMs, hashed))
 		}
 		return nil
 	}
@@ -93,7 +130,7 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, fn func(node s
 		if sp.Status != 200 || sp.TTFTMs <= 0 || sp.PrefillNode == "" || !d.Window.Contains(sp.TS) || sp.Cached > prompt {
 			return nil
 		}
-		fn(sp.PrefillNode, newSpeedPoint(sp.Key, prompt, sp.Cached, sp.TTFTMs))
+		fn(sp.PrefillNode, newSpeedPoint(sp.Key, prompt, sp.Cached, sp.TTFTMs, hashed))
 		return nil
 	})
 }
@@ -102,17 +139,13 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, fn func(node s
 // (the lowest key hashes), then finds the points far below the fit.
 func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset) ([]Finding, error) {
 	nodes := map[string]*speedNode{}
-	err := a.points(ctx, d, func(node string, p speedPoint) {
+	err := a.points(ctx, d, true, func(node string, p speedPoint) {
 		sn := nodes[node]
 		if sn == nil {
 			sn = &speedNode{}
 			nodes[node] = sn
 		}
-		sn.n++
-		sn.sample = append(sn.sample, p)
-		if a.Sample > 0 && len(sn.sample) >= 4*a.Sample {
-			sn.sample = lowestHashes(sn.sample, a.Sample)
-		}
+		sn.add(p, a.Sample)
 	})
 	if err != nil {
 		return nil, err
@@ -133,7 +166,7 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset) ([]Finding, err
 		p    speedPoint
 	}
 	var sus []suspect
-	err = a.points(ctx, d, func(node string, p speedPoint) {
+	err = a.points(ctx, d, false, func(node string, p speedPoint) {
 		sn := nodes[node]
 		if !sn.ok || p.u < float64(a.MinUncached) {
 			return
@@ -185,7 +218,7 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset) ([]Finding, err
 // lowestHashes keeps the n points of lowest hash (the fit's deterministic
 // sample), so a node's sample stays bounded however many points it has.
 func lowestHashes(s []speedPoint, n int) []speedPoint {
-	sort.Slice(s, func(i, j int) bool { return s[i].h < s[j].h || (s[i].h == s[j].h && s[i].key < s[j].key) })
+	slices.SortFunc(s, sampleOrder)
 	if len(s) > n {
 		s = s[:n]
 	}

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -236,5 +237,87 @@ func TestReconstructionGrouping(t *testing.T) {
 	again, _ := buildReconstruction(context.Background(), d, fs)
 	if again.ID != rec.ID {
 		t.Error("reconstruction id is not deterministic")
+	}
+}
+
+// The fit's sample, kept bounded as the points stream in (cut back as it
+// grows, later points above its highest skipped), is exactly the lowest
+// points of the node by hash and key, whatever the order they come in.
+func TestSpeedSampleIsTheLowestHashes(t *testing.T) {
+	hashed := func(n int) []speedPoint {
+		var ps []speedPoint
+		for i := range n {
+			ps = append(ps, newSpeedPoint(fmt.Sprintf("req-%d", i), uint64(1000+i), 0, float64(i), true))
+		}
+		return ps
+	}
+	// withHashes gives point i hash h(i), to order the stream on purpose.
+	withHashes := func(n int, h func(i int) uint64) []speedPoint {
+		ps := hashed(n)
+		for i := range ps {
+			ps[i].h = h(i)
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		name   string
+		points []speedPoint
+		limit  int
+	}{
+		{"fewer than the sample", hashed(150), 200},
+		{"never cut back", hashed(700), 200},
+		{"cut back many times", hashed(20_000), 200},
+		{"lowest last", withHashes(5_000, func(i int) uint64 { return uint64(5_000 - i) }), 200},
+		{"lowest first", withHashes(5_000, func(i int) uint64 { return uint64(i) }), 200},
+		// After the first cut (to hashes 0, 2, …, 398), points that fall
+		// between the highest kept ones must still get in.
+		{"between the kept", withHashes(810, func(i int) uint64 {
+			if i < 800 {
+				return uint64(2 * i)
+			}
+			return uint64(301 + 2*(i-800))
+		}), 200},
+		{"equal hashes, keys decide", withHashes(3_000, func(i int) uint64 { return uint64(i % 3) }), 200},
+		{"no limit", hashed(5_000), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sn speedNode
+			for _, p := range tc.points {
+				sn.add(p, tc.limit)
+			}
+			if sn.n != len(tc.points) {
+				t.Fatalf("counted %d points, want %d", sn.n, len(tc.points))
+			}
+			if tc.limit == 0 {
+				if len(sn.sample) != len(tc.points) {
+					t.Fatalf("no limit: kept %d of %d points", len(sn.sample), len(tc.points))
+				}
+				return
+			}
+			got := lowestHashes(sn.sample, tc.limit)
+			want := lowestHashes(slices.Clone(tc.points), tc.limit)
+			if !slices.Equal(got, want) {
+				t.Fatalf("sample of %d differs from the %d lowest hashes of all points", len(got), len(want))
+			}
+		})
+	}
+}
+
+func TestUniqSortedU64(t *testing.T) {
+	for _, tc := range []struct {
+		in, want []uint64
+	}{
+		{nil, []uint64{}},
+		{[]uint64{0, 0}, []uint64{}},
+		{[]uint64{5, 3, 0, 5, 9, 3, 1}, []uint64{1, 3, 5, 9}},
+		{[]uint64{1 << 63, 2, 1 << 63}, []uint64{2, 1 << 63}},
+	} {
+		in := slices.Clone(tc.in)
+		if got := uniqSortedU64(in); !slices.Equal(got, tc.want) {
+			t.Errorf("uniqSortedU64(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+		if !slices.Equal(in, tc.in) {
+			t.Errorf("uniqSortedU64 changed its input %v to %v", tc.in, in)
+		}
 	}
 }
