@@ -240,25 +240,11 @@ func TestCancelStopsAnEndlessRead(t *testing.T) {
 // Nothing listening, or something that is not ClickHouse: a protocol
 // failure before any block, which the store answers by falling back.
 func TestNotClickHouse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
-			_ = c.Close()
-		}
-	}()
+	garbage := testdb.NotClickHouse(t, "HTTP/1.1 400 Bad Request\r\n\r\n")
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := closed.Addr().String()
 	closed.Close()
-	defer ln.Close()
-	for name, addrs := range map[string][]string{"garbage": {ln.Addr().String()}, "refused": {dead}} {
+	for name, addrs := range map[string][]string{"garbage": {garbage}, "refused": {dead}} {
 		o := chblock.Options{Addrs: addrs, DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second}
 		err := chblock.Query(context.Background(), o, "SELECT 1", nil, nil, nil)
 		var pe *chblock.ProtocolError

@@ -182,26 +182,19 @@ func rowTargets(cols proto.Results) ([]any, func(), error) {
 	for i, c := range cols {
 		switch col := c.Data.(type) {
 		case *proto.ColUInt64:
-			v := new(uint64)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColUInt32:
-			v := new(uint32)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColUInt16:
-			v := new(uint16)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColInt16:
-			v := new(int16)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColInt64:
-			v := new(int64)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColFloat64:
-			v := new(float64)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget(col)
 		case *chblock.Str:
-			v := new(string)
-			dest[i], apps[i] = v, func() { col.Append(*v) }
+			dest[i], apps[i] = rowTarget[string](col)
 		default:
 			return nil, nil, fmt.Errorf("chstore: no row path for column %s (%T)", c.Name, c.Data)
 		}
@@ -211,4 +204,11 @@ func rowTargets(cols proto.Results) ([]any, func(), error) {
 			a()
 		}
 	}, nil
+}
+
+// rowTarget is a Scan destination of col's type and a function that
+// appends what was scanned into it to col.
+func rowTarget[T any, C interface{ Append(T) }](col C) (any, func()) {
+	v := new(T)
+	return v, func() { col.Append(*v) }
 }

@@ -3,7 +3,6 @@ package chstore_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"reflect"
 	"testing"
 	"time"
@@ -22,27 +21,6 @@ func openStore(t *testing.T, o chstore.Options) *chstore.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
-}
-
-// notClickHouse listens and answers every connection with bytes that are
-// not the native protocol.
-func notClickHouse(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("SSH-2.0-OpenSSH_9.6\r\n"))
-			_ = c.Close()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 type scanned struct {
@@ -195,7 +173,7 @@ func TestScanPathsAgree(t *testing.T) {
 		t.Fatal("RowReads: the store reads blocks")
 	}
 	fb := openStore(t, o)
-	chstore.PointBlocksAt(fb, notClickHouse(t))
+	chstore.PointBlocksAt(fb, testdb.NotClickHouse(t, "SSH-2.0-OpenSSH_9.6\r\n"))
 	for name, st := range map[string]*chstore.Store{"rows": rows, "fallback": fb} {
 		got := scanAll(t, st, to)
 		for what, pair := range map[string][2]any{

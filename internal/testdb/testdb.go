@@ -17,6 +17,7 @@ package testdb
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -156,4 +157,27 @@ func New(t testing.TB) *chstore.Store {
 		t.Fatalf("migrate test database: %v", err)
 	}
 	return s
+}
+
+// NotClickHouse listens on loopback and answers every connection with
+// greeting, which is not the native protocol, then closes it; it returns
+// the address.
+func NotClickHouse(t testing.TB, greeting string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(greeting))
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
 }
