@@ -13,7 +13,7 @@ import (
 	"github.com/kvtrail/kvtrail/migrations"
 )
 
-func openStore(t *testing.T, o chstore.Options) *chstore.Store {
+func openStore(t testing.TB, o chstore.Options) *chstore.Store {
 	t.Helper()
 	s, err := chstore.Open(context.Background(), o)
 	if err != nil {

@@ -1,0 +1,65 @@
+package chstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/migrations"
+)
+
+// BenchmarkScanEngineEvents reads 200,000 engine lines (half received,
+// half finished, on four nodes) as a slice of the analysis does, a block
+// at a time and, for the baseline in the same run, row by row through the
+// driver (RowReads): the client's cost of a line, which the analysis pays
+// for every line of the window.
+func BenchmarkScanEngineEvents(b *testing.B) {
+	const n = 200_000
+	ctx := context.Background()
+	o := testdb.Options(b)
+	s := openStore(b, o)
+	m, err := chstore.NewMigrator(s, migrations.FS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		b.Fatal(err)
+	}
+	t0 := anT0.Unix()
+	if err := s.Exec(ctx, fmt.Sprintf(`INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room,
+ prompt_tokens, completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, ingested_at)
+SELECT toDateTime(%[1]d + intDiv(number, 100)), toUInt64(%[1]d000000000 + number * 10000000),
+ concat('decode-', toString(number %% 4)), if(number %% 2 = 0, 'prefill', 'decode'), toInt16(number %% 4),
+ if(number %% 2 = 0, 'received', 'finished'), hex(cityHash64(intDiv(number, 2))), intDiv(number, 2) + 1,
+ 800 + number %% 100, number %% 97, 0, if(number %% 2 = 1, 'length', ''), '', 200, number + 1, now()
+FROM system.numbers LIMIT %[2]d`, t0, n)); err != nil {
+		b.Fatal(err)
+	}
+	to := anT0.Add(n / 100 * 1e9)
+	ro := o
+	ro.RowReads = true
+	for _, c := range []struct {
+		name string
+		s    *chstore.Store
+	}{{"blocks", s}, {"rows", openStore(b, ro)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got := 0
+				if err := c.s.ScanEngineEvents(ctx, anT0, to, func(*domain.EngineEvent) error {
+					got++
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				if got != n {
+					b.Fatalf("read %d engine lines, want %d", got, n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/line")
+		})
+	}
+}
