@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -114,12 +115,12 @@ func (s *Store) NodeBoots(ctx context.Context) (*domain.Boots, error) {
 }
 
 // anEngineEventsSQL: every per-request line in the time range. http_access
-// lines carry no request id and are not needed.
+// lines carry no request id and are not needed. Unordered: scanEngine
+// sorts (sorted_rows.go).
 const anEngineEventsSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
  completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
 FROM engine_events
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'
-ORDER BY ts_ns, line_id`
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'`
 
 // ScanEngineEvents streams the per-request engine lines of [from, to]
 // (whole seconds, both ends included) in time order, each line once.
@@ -167,32 +168,30 @@ func (c *engineCols) results() proto.Results {
 	}
 }
 
-// scanEngine runs an engine_events select of anEngineEventsSQL's columns,
-// which orders by ts_ns, line_id.
+// scanEngine runs an unordered engine_events select of anEngineEventsSQL's
+// columns and hands its lines over in (ts_ns, line_id) order, each once.
 func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn func(*domain.EngineEvent) error) error {
 	var (
 		c    engineCols
-		last lineAt
+		read sortedRows[domain.EngineEvent]
 	)
 	err := s.scanBlocks(ctx, query, args, c.results(), func(n int) error {
 		for i := range n {
 			ns := c.ts[i]
-			if last.repeats(ns, c.line[i]) {
-				continue
-			}
-			e := domain.EngineEvent{
+			e := &domain.EngineEvent{
 				TS: time.Unix(0, int64(ns)).UTC(), Node: c.node.Row(i), Role: c.role.Row(i),
 				Event: c.event.Row(i), RID: c.rid.Row(i), FinishType: c.finishType.Row(i), FinishMsg: c.msg.Row(i),
 				Room: c.room[i], Prompt: c.prompt[i], Completion: c.completion[i], Cached: c.cached[i],
 				Line: c.line[i], DPRank: c.dp[i], Status: c.status[i],
 			}
-			if err := fn(&e); err != nil {
-				return errCallback{err}
-			}
+			read.add(ns, e.Line, e)
 		}
 		return nil
 	})
-	return callbackOr(err, "load engine events")
+	if err != nil {
+		return fmt.Errorf("load engine events: %w", err)
+	}
+	return read.each(fn)
 }
 
 // errCallback carries a callback's error through a scan, so it is returned
@@ -260,8 +259,7 @@ func (s *Store) scanTransfer(ctx context.Context, query string, args []any, fn f
 const anGatewaySQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
  ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
-ORDER BY ts_ns, request_id, line_id`
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`
 
 // ScanGatewayResponses streams the gateway responses of the window
 // [w.From, w.To) in time order, each (request id, line) once.
@@ -296,37 +294,31 @@ func (c *gatewayCols) results() proto.Results {
 	}
 }
 
-// scanGateway runs a gateway_responses select of anGatewaySQL's columns,
-// which orders by ts_ns, request_id, line_id; each (request id, line)
-// once: the copies of a line stored twice come one after the other
-// (lineAt).
+// scanGateway runs an unordered gateway_responses select of anGatewaySQL's
+// columns and hands its rows over in (ts_ns, request_id, line_id) order,
+// each (request id, line) once.
 func (s *Store) scanGateway(ctx context.Context, query string, args []any, fn func(*domain.GatewayResponse) error) error {
-	var (
-		c      gatewayCols
-		last   lineAt
-		lastID string
-	)
+	var c gatewayCols
+	read := sortedRows[domain.GatewayResponse]{tie: func(a, b *domain.GatewayResponse) int {
+		return strings.Compare(a.RequestID, b.RequestID)
+	}}
 	err := s.scanBlocks(ctx, query, args, c.results(), func(n int) error {
 		for i := range n {
 			ns := c.ts[i]
-			id := c.id.Row(i)
-			if last.repeats(ns, c.line[i]) && id == lastID {
-				continue
-			}
-			lastID = id
-			g := domain.GatewayResponse{
-				TS: time.Unix(0, int64(ns)).UTC(), RequestID: id, Tenant: c.tenant.Row(i), Model: c.model.Row(i),
+			g := &domain.GatewayResponse{
+				TS: time.Unix(0, int64(ns)).UTC(), RequestID: c.id.Row(i), Tenant: c.tenant.Row(i), Model: c.model.Row(i),
 				Status: c.status[i], Prompt: c.prompt[i], Completion: c.completion[i], Cached: c.cached[i],
 				TTFTMs: c.ttft[i], DurationMs: c.dur[i], PrefillEP: c.prefillEP.Row(i), DecodeEP: c.decodeEP.Row(i),
 				Room: c.room[i], PrefillRID: c.pRID.Row(i), DecodeRID: c.dRID.Row(i), Line: c.line[i],
 			}
-			if err := fn(&g); err != nil {
-				return errCallback{err}
-			}
+			read.add(ns, g.Line, g)
 		}
 		return nil
 	})
-	return callbackOr(err, "load gateway responses")
+	if err != nil {
+		return fmt.Errorf("load gateway responses: %w", err)
+	}
+	return read.each(fn)
 }
 
 const anNodeEndpointsSQL = `SELECT node, argMax(endpoints, version) AS eps FROM nodes GROUP BY node ORDER BY node`

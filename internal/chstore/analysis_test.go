@@ -42,12 +42,25 @@ func TestAnalysisEvidenceReads(t *testing.T) {
 		{at(4), ns(at(4)), "p0", "prefill", int16(0), "http_access", "", uint64(0), uint64(0), uint64(0), "", uint64(8), anT0},
 		{at(7200), ns(at(7200)), "d1", "decode", int16(1), "received", "r9", uint64(70), uint64(1), uint64(0), "", uint64(99), anT0.Add(time.Minute)},
 	})
+	// A second part, as a later ingest leaves it: a copy of line 9 and a
+	// line of the same nanosecond as line 11 with a lower id. The reads are
+	// unordered and sorted in Go, so order across parts is theirs to keep.
+	batch(t, s, engine, [][]any{
+		{at(5), ns(at(5)), "p0", "prefill", int16(0), "finished", "r5", uint64(5), uint64(10), uint64(0), "stop", uint64(6), anT0},
+		{at(3), ns(at(3)), "p0", "prefill", int16(0), "received", "r0", uint64(8), uint64(50), uint64(0), "", uint64(9), anT0},
+	})
 	gateway := `INSERT INTO gateway_responses (ts, ts_ns, request_id, tenant, model, status, prompt_tokens, ttft_ms,
  duration_ms, bootstrap_room, decode_endpoint, line_id, ingested_at)`
 	batch(t, s, gateway, [][]any{
 		{at(1), ns(at(1)), "q1", "acme", "m", uint16(200), uint64(100), 12.5, 300.0, uint64(7), "http://10.0.0.2:30000", uint64(21), anT0},
 		{at(1), ns(at(1)), "q1", "acme", "m", uint16(200), uint64(100), 12.5, 300.0, uint64(7), "http://10.0.0.2:30000", uint64(21), anT0},
 		{at(3600), ns(at(3600)), "q2", "initech", "m", uint16(200), uint64(5), 1.0, 2.0, uint64(8), "", uint64(22), anT0},
+	})
+	// Another part: q0 in the same nanosecond as q1 (a higher line id, a
+	// lower request id: it comes first) and a third copy of q1.
+	batch(t, s, gateway, [][]any{
+		{at(1), ns(at(1)), "q1", "acme", "m", uint16(200), uint64(100), 12.5, 300.0, uint64(7), "http://10.0.0.2:30000", uint64(21), anT0},
+		{at(1), ns(at(1)), "q0", "acme", "m", uint16(200), uint64(3), 1.5, 3.0, uint64(5), "", uint64(23), anT0},
 	})
 
 	// Engine lines: time order, http_access left out, a duplicate once.
@@ -58,7 +71,7 @@ func TestAnalysisEvidenceReads(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []uint64{10, 9, 11, 12}; !reflect.DeepEqual(got, want) {
+	if want := []uint64{10, 9, 6, 11, 12}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("engine lines %v, want %v", got, want)
 	}
 	// Transfer lines: time order, then line; a line stored twice (here by
@@ -119,8 +132,9 @@ func TestAnalysisEvidenceReads(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if len(gw) != 1 || gw[0].RequestID != "q1" || gw[0].TTFTMs != 12.5 || gw[0].DurationMs != 300 || gw[0].Room != 7 {
-		t.Fatalf("gateway responses %+v, want q1 once with its ttft, duration and room", gw)
+	if len(gw) != 2 || gw[0].RequestID != "q0" || gw[1].RequestID != "q1" || gw[1].TTFTMs != 12.5 ||
+		gw[1].DurationMs != 300 || gw[1].Room != 7 {
+		t.Fatalf("gateway responses %+v, want q0, then q1 once with its ttft, duration and room", gw)
 	}
 	owners, err := s.RoomOwners(ctx, []uint64{8, 99})
 	if err != nil || len(owners) != 1 || owners[0].RequestID != "q2" || owners[0].Tenant != "initech" {
@@ -128,12 +142,12 @@ func TestAnalysisEvidenceReads(t *testing.T) {
 	}
 
 	// Gateway responses per hour (the engine line of the third hour is
-	// not a response): q1, stored twice until merged, then q2.
+	// not a response): q0 and q1, stored three times until merged, then q2.
 	counts, err := s.RequestCounts(ctx, anT0, anT0.Add(3*time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(counts) != 2 || !counts[0].Start.Equal(anT0) || counts[0].N < 1 || counts[0].N > 2 ||
+	if len(counts) != 2 || !counts[0].Start.Equal(anT0) || counts[0].N < 2 || counts[0].N > 4 ||
 		!counts[1].Start.Equal(anT0.Add(time.Hour)) || counts[1].N != 1 {
 		t.Fatalf("request counts %+v, want q1 in the first hour and q2 in the second", counts)
 	}
