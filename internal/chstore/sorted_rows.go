@@ -11,9 +11,11 @@ import (
 // read took 0.57 s with ORDER BY ts_ns, line_id and 0.20 s without, and
 // the client sat idle while the server sorted. Unordered, the server
 // streams blocks as it reads parts and the client decodes beside it; Go
-// then sorts a 24-byte key per row. The callers hold every row of these
-// reads anyway (a slice's lines), so collecting them first costs only the
-// keys. The decode lines the replay streams node by node stay sorted by
+// then sorts a 24-byte key per row. A slice's core lines are held by the
+// caller anyway, so for them collecting first costs only the keys; a
+// margin's lines (LinkMargin wide, filtered by the caller) are now held
+// until the margin's read is sorted, where before the lines the filter
+// dropped were garbage at once. The decode lines the replay streams node by node stay sorted by
 // the server: those reads are bounded by streaming them, not by a slice.
 
 // rowKey orders one collected row by its time and line id.
