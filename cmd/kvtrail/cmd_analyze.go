@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +18,7 @@ import (
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/memlimit"
 	"github.com/kvtrail/kvtrail/internal/workclaim"
 )
 
@@ -37,12 +38,24 @@ func (a *app) analyzeConfig() analyze.Config {
 }
 
 // setMemoryLimit sets the process' soft memory limit to mb MiB (none for
-// 0), unless GOMEMLIMIT set one. Without it the heap may grow to twice
-// what is live between collections and the runtime returns freed memory
-// lazily: an analysis whose live heap is 330 MB peaked at 0.9-1.2 GB RSS.
-func setMemoryLimit(mb int) {
-	if lim := analyzeMemoryLimit(mb); lim > 0 {
-		debug.SetMemoryLimit(lim)
+// 0), unless GOMEMLIMIT set one, and returns what ends it. Without a limit
+// the heap may grow to twice what is live between collections and the
+// runtime returns freed memory lazily: an analysis whose live heap is 330
+// MB peaked at 0.9-1.2 GB RSS. The limit follows the live heap once that
+// comes near it (internal/memlimit): a fixed limit below the live heap,
+// as at scale 100, had the collector run without pause.
+func setMemoryLimit(mb int, log *slog.Logger) (stop func()) {
+	lim := analyzeMemoryLimit(mb)
+	if lim <= 0 {
+		return func() {}
+	}
+	g := memlimit.Start(lim)
+	return func() {
+		g.Stop()
+		if peak, live := g.Peak(); peak > lim {
+			log.Info("the live heap passed analyze.memory_limit_mb; the soft limit followed it",
+				"memory_limit_mb", mb, "live_heap_mb", live>>20, "peak_limit_mb", peak>>20)
+		}
 	}
 }
 
@@ -130,7 +143,7 @@ It exits non-zero only when something failed, never because of findings.`,
 				return err
 			}
 			defer closeFn()
-			setMemoryLimit(a.cfg.Analyze.MemoryLimitMB)
+			defer setMemoryLimit(a.cfg.Analyze.MemoryLimitMB, a.log)()
 			cfg := a.analyzeConfig()
 			r := &analyze.Runner{DB: s, Cfg: cfg, Analyzers: analyze.All(cfg), Endpoints: endpoints, Trigger: "cli", Log: a.log, Lean: true}
 			if wf.worker != "" {

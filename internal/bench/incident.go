@@ -12,6 +12,7 @@ import (
 	"github.com/kvtrail/kvtrail/analyze"
 	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/memlimit"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -82,7 +83,8 @@ type IncidentOptions struct {
 	Ingest ingest.Options
 	Cfg    analyze.Config
 	// AnalyzeMemoryLimit is the soft memory limit (bytes) during the
-	// analyze phase, as `kvtrail analyze` sets it (0: none); the other
+	// analyze phase, as `kvtrail analyze` sets it (0: none), following the
+	// live heap past it as there (internal/memlimit); the other
 	// phases run without one.
 	AnalyzeMemoryLimit int64
 	// Ingested says the store already holds the incident Dir's logs:
@@ -173,7 +175,8 @@ func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth i
 	phase func(string, func() error) error) error {
 	if err := phase("analyze", func() error {
 		if o.AnalyzeMemoryLimit > 0 {
-			defer debug.SetMemoryLimit(debug.SetMemoryLimit(o.AnalyzeMemoryLimit))
+			// As kvtrail analyze: a limit that follows the live heap.
+			defer memlimit.Start(o.AnalyzeMemoryLimit).Stop()
 		}
 		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench", Lean: true}
 		rep, err := r.Run(ctx, analyze.Window{}, nil)

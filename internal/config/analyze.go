@@ -37,8 +37,10 @@ type Analyze struct {
 	// `kvtrail analyze` process, in MiB: the garbage collector works harder
 	// as the process nears it, instead of letting the heap double its live
 	// size between collections. The live heap of default slices is 200–350
-	// MB; a limit it exceeds costs CPU, never the analysis. 0 sets none
-	// (the GOMEMLIMIT environment variable, if set, wins).
+	// MB; once the live heap comes within a third of the limit the limit
+	// follows it (live plus half, internal/memlimit), as a fixed limit
+	// below the live heap has the collector run without pause. 0 sets none
+	// (the GOMEMLIMIT environment variable, if set, wins, and is fixed).
 	MemoryLimitMB int `mapstructure:"memory_limit_mb" yaml:"memory_limit_mb"`
 	// ReplayWorkers: how many decode nodes the allocator replay streams at
 	// once (each holds its lanes' requests in flight); 0 means one per CPU.
