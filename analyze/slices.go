@@ -210,7 +210,7 @@ const relinkChunk = 8_000
 
 // relink links saved facts again from their own lines and remembers them.
 func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
-	return d.linkRefs(ctx, refs, 0, func(f *Fact) {
+	return d.linkRefs(ctx, refs, func(f *Fact) {
 		if d.ByKey[f.Key] == nil {
 			d.remember(f)
 		}
@@ -218,11 +218,8 @@ func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
 }
 
 // linkRefs links saved facts of the window again from their own lines and
-// hands each to fn. With batchLines > 0 it links them a batch of about
-// that many lines at a time, so only one batch's lines are held: a fact's
-// lines are its own, and a ref is never split between batches. With 0 it
-// reads every line first and links them together.
-func (d *Dataset) linkRefs(ctx context.Context, refs []domain.FactRef, batchLines int, fn func(*Fact)) error {
+// hands each to fn: every line is read first, then linked together.
+func (d *Dataset) linkRefs(ctx context.Context, refs []domain.FactRef, fn func(*Fact)) error {
 	want := map[string]bool{}
 	var (
 		gw     []*GatewayResponse
@@ -272,38 +269,15 @@ func (d *Dataset) linkRefs(ctx context.Context, refs []domain.FactRef, batchLine
 		}
 		return nil
 	}
-	batched := 0
-	link := func() error {
-		if err := read(); err != nil {
-			return err
-		}
-		if len(want) > 0 {
-			for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
-				if want[f.Key] {
-					fn(f)
-				}
-			}
-		}
-		clear(want)
-		clear(seen)
-		gw, engine, xfer, batched = nil, nil, nil, 0
-		return nil
-	}
 	for _, r := range refs {
 		if !d.Window.Contains(r.TS) {
 			continue
-		}
-		if batchLines > 0 && batched > 0 && batched+len(r.Lines) > batchLines {
-			if err := link(); err != nil {
-				return err
-			}
 		}
 		want[r.Key] = true
 		if len(lines) == 0 {
 			lo = r.TS
 		}
 		lines = append(lines, r.Lines...)
-		batched += len(r.Lines)
 		hi = r.TS
 		if len(lines) >= relinkChunk {
 			if err := read(); err != nil {
@@ -311,7 +285,17 @@ func (d *Dataset) linkRefs(ctx context.Context, refs []domain.FactRef, batchLine
 			}
 		}
 	}
-	return link()
+	if err := read(); err != nil {
+		return err
+	}
+	if len(want) > 0 {
+		for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
+			if want[f.Key] {
+				fn(f)
+			}
+		}
+	}
+	return nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -53,7 +53,8 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 		sim   simulate.Config
 		pages bool
 		// noReplay sends every victim to the node-window fallback, which
-		// a sliced run reads back from request_facts in batches.
+		// a sliced run reads back from request_facts and the decode
+		// Receive lines, where a whole run takes its linked requests.
 		noReplay bool
 		// lean also runs the analysis lean and compares what it stores.
 		lean bool
@@ -69,12 +70,6 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 			cfg.DeferredRelease = "off"
 			cfg.ignorePages = !tc.pages
 			cfg.SkipReplay = tc.noReplay
-			if tc.noReplay {
-				// Many batches of neighbours, so a batch edge is crossed.
-				old := neighbourBatchLines
-				neighbourBatchLines = 64
-				t.Cleanup(func() { neighbourBatchLines = old })
-			}
 			run := func(sliceReq int, now time.Time, lean bool) *Report {
 				c := cfg
 				c.SliceRequests = sliceReq

@@ -47,6 +47,7 @@ type Evidence interface {
 	PrefillHostVotes(ctx context.Context, from, to time.Time) (map[string]map[string]int, error)
 	RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error)
 	DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error)
+	DecodeReceiveLines(ctx context.Context, from, to time.Time, node string) ([]uint64, error)
 	EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error
 	ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error
 	// posture.DB is what posture.Load reads the fleet's settings through

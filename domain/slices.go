@@ -23,6 +23,8 @@ type FactRef struct {
 	Tenant     string
 	Model      string
 	DecodeNode string
+	// DecodeDPRank is the decode side's DP rank as linked (-1: unknown).
+	DecodeDPRank int16
 }
 
 // SortFactRefs orders refs by time, then key (deterministic).

@@ -82,11 +82,11 @@ func (s *Store) PrefillHostVotes(ctx context.Context, from, to time.Time) (map[s
 // Array(UInt8), and IN wants the column's own type ("Types of column 1 in
 // section IN don't match").
 const (
-	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node FROM request_facts
+	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key IN (SELECT arrayJoin(?))`
-	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node FROM request_facts
+	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
-	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node FROM request_facts
+	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
 )
 
@@ -181,6 +181,38 @@ func (s *Store) DecodeFactRefs(ctx context.Context, version uint64, from, to tim
 	return sortedRefs(acc), nil
 }
 
+// anDecodeReceiveLinesSQL: the decode-role Receive lines one node logged
+// in a time range. The table's key is (node, ts, line_id), so the range
+// is read, not the node's whole history.
+const anDecodeReceiveLinesSQL = `SELECT DISTINCT line_id FROM engine_events
+WHERE node = ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND role = 'decode' AND event IN ('received', 'received_openai')
+ORDER BY line_id`
+
+// DecodeReceiveLines returns, sorted, the line ids of the decode-role
+// Receive lines node logged in [from, to] (whole seconds): among a saved
+// fact's lines, the one in this list is its decode side's Receive line,
+// found without linking the fact again.
+func (s *Store) DecodeReceiveLines(ctx context.Context, from, to time.Time, node string) ([]uint64, error) {
+	rows, done, err := s.Stream(ctx, anDecodeReceiveLinesSQL, node, UnixArg(from), UnixArg(to))
+	defer done()
+	if err != nil {
+		return nil, fmt.Errorf("read receive lines of %s: %w", node, err)
+	}
+	defer rows.Close()
+	var out []uint64
+	for rows.Next() {
+		var id uint64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("scan receive line of %s: %w", node, err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read receive lines of %s: %w", node, err)
+	}
+	return out, nil
+}
+
 func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, query string, args ...any) error {
 	rows, done, err := s.Stream(ctx, query, args...)
 	defer done()
@@ -191,7 +223,7 @@ func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, que
 	for rows.Next() {
 		var r domain.FactRef
 		var ns uint64
-		if err := rows.Scan(&r.Key, &r.Room, &ns, &r.Lines, &r.Version, &r.Tenant, &r.Model, &r.DecodeNode); err != nil {
+		if err := rows.Scan(&r.Key, &r.Room, &ns, &r.Lines, &r.Version, &r.Tenant, &r.Model, &r.DecodeNode, &r.DecodeDPRank); err != nil {
 			return fmt.Errorf("scan saved request fact: %w", err)
 		}
 		r.TS = time.Unix(0, int64(ns)).UTC()
