@@ -178,6 +178,11 @@ func (s *Server) Dir() string { return s.dir }
 // PID is the server's process id.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
+// LogTail is the end of the server's stdout and error logs (4,000 bytes
+// of each at most): what a failed test prints to say why a server
+// stopped answering.
+func (s *Server) LogTail() string { return s.logTail() }
+
 func (s *Server) logTail() string {
 	var parts []string
 	for _, name := range []string{"stdout.log", "server.err.log"} {

@@ -78,6 +78,14 @@ func Start(t testing.TB, o Options) *Cluster {
 	dir := t.TempDir()
 	c := &Cluster{Name: o.Name}
 	t.Cleanup(c.stopAll)
+	// Cleanups run last first: this one, before the servers stop. A
+	// dropped connection under load ("read: EOF") says nothing of why;
+	// the servers' logs, removed with the test's directory, do.
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logTails(t)
+		}
+	})
 	if err := c.startZooKeeper(filepath.Join(dir, "zk")); err != nil {
 		t.Fatalf("start ZooKeeper: %v", err)
 	}
@@ -216,6 +224,17 @@ func (n *Node) Stop() {
 	if n.srv != nil {
 		n.srv.Stop()
 		n.srv = nil
+	}
+}
+
+// logTails logs the end of each running server's logs.
+func (c *Cluster) logTails(t testing.TB) {
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		if n.srv != nil {
+			t.Logf("testcluster: %s logs:\n%s", n, n.srv.LogTail())
+		}
+		n.mu.Unlock()
 	}
 }
 
