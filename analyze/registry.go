@@ -3,6 +3,8 @@ package analyze
 import (
 	"fmt"
 	"sort"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Registration is how an analyzer joins kvtrail: one Register call in the
@@ -56,11 +58,23 @@ func VictimSeverity(analyzer string) (min Severity, ok bool) {
 	return r.Victims, true
 }
 
+// victimFloor is, by analyzer, the least severity at which its findings
+// mark victims: what the reconstruction asks the server for.
+func victimFloor() domain.SeverityFloor {
+	f := domain.SeverityFloor{}
+	for name, r := range registry {
+		if r.Victims != "" {
+			f[name] = r.Victims
+		}
+	}
+	return f
+}
+
 // marksVictim reports whether f, a finding of analyzer, makes its request
 // a victim of the reconstruction: the analyzer marks victims, at f's
 // severity or above. (A slice's findings do not carry their analyzer's
 // name yet: finalize sets it.)
 func marksVictim(analyzer string, f *Finding) bool {
 	minSev, ok := VictimSeverity(analyzer)
-	return ok && f.Severity.Rank() <= minSev.Rank() && f.RequestKey != ""
+	return ok && f.Severity.AtLeast(minSev) && f.RequestKey != ""
 }

@@ -65,8 +65,9 @@ type Results interface {
 	SaveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error
 	KnownFindingIDs(ctx context.Context, analyzer, version string) (map[string]bool, error)
 	// LatestFindingsWhere: the current findings (domain.CurrentRunIDs'
-	// rule) that keep accepts (nil: all), filtered as they are read.
-	LatestFindingsWhere(ctx context.Context, keep func(*domain.Finding) bool) ([]domain.Finding, error)
+	// rule) whose current copy passes floor (nil: all), filtered by the
+	// server, and that keep accepts (nil: all), filtered as they are read.
+	LatestFindingsWhere(ctx context.Context, floor domain.SeverityFloor, keep func(*domain.Finding) bool) ([]domain.Finding, error)
 	SaveAffected(ctx context.Context, id, caseID string, created time.Time, rows []domain.AffectedRow) error
 	SaveFindingForeign(ctx context.Context, fs []domain.Finding) error
 	AffectedReader

@@ -32,6 +32,17 @@ func (s Severity) Rank() int {
 // AtLeast reports whether s is as urgent as min or more.
 func (s Severity) AtLeast(min Severity) bool { return s.Rank() <= min.Rank() }
 
+// SeverityFloor is, by analyzer, the least severity a reader keeps; an
+// analyzer it does not name keeps nothing. It is what a reader can ask the
+// server to filter by, so the findings it passes over are not sent.
+type SeverityFloor map[string]Severity
+
+// Keeps reports whether a finding of analyzer at severity s passes f.
+func (f SeverityFloor) Keeps(analyzer string, s Severity) bool {
+	min, ok := f[analyzer]
+	return ok && s.AtLeast(min)
+}
+
 // ParseSeverity accepts a severity in any letter case ("high", "HIGH").
 func ParseSeverity(s string) (Severity, error) {
 	v := Severity(strings.ToUpper(strings.TrimSpace(s)))
