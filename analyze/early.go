@@ -11,7 +11,7 @@ import "context"
 // scanned. At 200k requests the first analysis went from 11.5 s to
 // 9.8–10.5 s with this and the slimmer scans; at 2M the slices' client
 // work already keeps two cores busy and the overlap saved nothing
-// measurable (README, "Known limits").
+// measurable (docs/performance.md, "Analysis speed").
 
 // later is a value read in the background.
 type later[T any] struct {
