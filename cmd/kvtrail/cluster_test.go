@@ -273,11 +273,18 @@ func finalCounts(t *testing.T, s *chstore.Store) map[string]uint64 {
 }
 
 // waitReplicated waits until every host's replication queue is empty and
-// the two replicas of each shard hold the same rows.
-func waitReplicated(t *testing.T, c *testcluster.Cluster, db string) {
+// the two replicas of each shard hold the same rows of raw_lines_local and
+// of the other local tables named. kvtrail reads what it wrote through the
+// first live replica of each shard (load_balancing in_order); a test's own
+// read of another process's writes waits for the second replica too, as a
+// write that failed over to it under load is not on the first until it is
+// fetched. The wait is logged when there was one.
+func waitReplicated(t *testing.T, c *testcluster.Cluster, db string, tables ...string) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(90 * time.Second)
+	t0 := time.Now()
+	deadline := t0.Add(90 * time.Second)
+	var first []string
 	for {
 		var state []string
 		for _, nd := range c.Nodes {
@@ -287,11 +294,16 @@ func waitReplicated(t *testing.T, c *testcluster.Cluster, db string) {
 				state = append(state, "down")
 				continue
 			}
-			var queue, rows uint64
+			var queue uint64
 			_ = s.QueryRow(ctx, "SELECT toUInt64(sum(queue_size)) FROM system.replicas WHERE database = ?", db).Scan(&queue)
-			_ = s.QueryRow(ctx, "SELECT count() FROM raw_lines_local").Scan(&rows)
+			st := fmt.Sprint(queue)
+			for _, tb := range append([]string{"raw_lines_local"}, tables...) {
+				var rows uint64
+				_ = s.QueryRow(ctx, "SELECT count() FROM "+tb).Scan(&rows)
+				st += fmt.Sprintf("/%d", rows)
+			}
 			_ = s.Close()
-			state = append(state, fmt.Sprintf("%d/%d", queue, rows))
+			state = append(state, st)
 		}
 		synced := true
 		for i := 0; i+1 < len(state); i += 2 {
@@ -299,11 +311,18 @@ func waitReplicated(t *testing.T, c *testcluster.Cluster, db string) {
 				synced = false
 			}
 		}
+		if first == nil {
+			first = state
+		}
 		if synced {
+			if time.Since(t0) > time.Second || strings.Join(first, " ") != strings.Join(state, " ") {
+				t.Logf("replicas caught up after %s: queue/rows of %v per host %v, first seen %v",
+					time.Since(t0).Round(time.Millisecond), append([]string{"raw_lines_local"}, tables...), state, first)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replicas did not catch up: queue/raw_lines per host %v", state)
+			t.Fatalf("replicas did not catch up: queue/rows of %v per host %v", append([]string{"raw_lines_local"}, tables...), state)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
