@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -33,7 +34,7 @@ func init() {
 }
 
 // Version implements Analyzer.
-func (*AbortReuse) Version() string { return "2" }
+func (*AbortReuse) Version() string { return "3" }
 
 // Params implements Analyzer.
 func (a *AbortReuse) Params() any { return a }
@@ -229,6 +230,8 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 		var out []Finding
 		t, src, rank := c.t, c.src, c.rank
 		order := 0
+		ruled := ruledOut{}
+		exact := pr != nil && pr.Nodes[t.Node]
 		// Requests received before the abort may still have been waiting in
 		// the prealloc queue and taken its pages when they were freed; they
 		// are candidates only when the allocator replay hands them one.
@@ -239,6 +242,16 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 				}
 			}
 			order++
+			if h, ok := held[v.room]; ok && !exact && !slices.Contains(h, t.Room) {
+				// The allocator replay gives this request none of the
+				// aborted room's pages under any order (with need_sort they
+				// waited on release_pages past the late write): counted in
+				// the abort's one summary, not a finding of its own. It
+				// keeps its place in the allocation order, so the
+				// candidates after it are ranked as before.
+				ruled.add(v, a.leadConfidence(order)*replayRuledOut)
+				continue
+			}
 			fd := v.finding()
 			fd.GroupKey = "abort:" + src.key
 			fd.Subject = fd.RequestKey + "/abort/" + src.key
@@ -248,7 +261,6 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 			}
 			fd.Evidence = append(fd.Evidence, t.Line)
 			fd.Evidence = append(fd.Evidence, src.lines...)
-			exact := pr != nil && pr.Nodes[t.Node]
 			switch {
 			case exact:
 				r := pr.Reads[v.room]
@@ -259,20 +271,10 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 				fd.Evidence = append(fd.Evidence, r.Lines...)
 				fd.Details["stale_pages_from_aborted_room"] = fmt.Sprint(r.Stale[t.Room])
 			default:
-				fd.Confidence = 0.6 / float64(order)
-				if a.DeferredRelease == "on" {
-					fd.Confidence *= 0.2
-				}
+				fd.Confidence = a.leadConfidence(order)
 				// Only a deployment known to run with deferred release off
 				// makes a candidate worth notifying on (MEDIUM: it enters
 				// the affected list); otherwise it stays a LOW lead.
-				if h, ok := held[v.room]; ok && !slices.Contains(h, t.Room) {
-					// The allocator replay gives this request none of the
-					// aborted room's pages under any order: with need_sort
-					// they waited on release_pages past the late write.
-					fd.Confidence *= 0.1
-					fd.Details["replay"] = "aborted room's pages not handed to this request"
-				}
 				fd.Severity = Low
 				if v.success && fd.Confidence >= 0.25 && a.DeferredRelease == "off" {
 					fd.Severity = Medium
@@ -294,12 +296,86 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 			fd.Details["order_after_abort"] = fmt.Sprint(order)
 			out = append(out, fd)
 		}
+		if ruled.n > 0 {
+			out = append(out, ruled.finding(t, src, rank))
+		}
 		if err := emit(out); err != nil {
 			return err
 		}
 	}
 	p.cases = nil
 	return nil
+}
+
+// leadConfidence is the confidence of the order-th allocation after an
+// abort without page events: earlier allocations are likelier to have
+// been handed the freed pages.
+func (a *AbortReuse) leadConfidence(order int) float64 {
+	c := 0.6 / float64(order)
+	if a.DeferredRelease == "on" {
+		c *= 0.2
+	}
+	return c
+}
+
+// replayRuledOut scales the confidence of a candidate the allocator replay
+// hands none of the aborted room's pages: the replay models SGLang's
+// allocator, not every event it logs, so the candidate is unlikely, not
+// impossible.
+const replayRuledOut = 0.1
+
+// ruledOutListed is how many of an abort's ruled-out candidates its
+// summary names; the rest are counted. At scale 100 an abort had up to
+// hundreds of them, and one finding per candidate was 87% of all findings
+// (docs/analyzers.md).
+const ruledOutListed = 20
+
+// ruledOut gathers the candidates of one abort that the allocator replay
+// rules out.
+type ruledOut struct {
+	n          int
+	conf       float64 // the highest of theirs
+	keys       []string
+	first, end int64 // first allocation and last end among them
+}
+
+func (r *ruledOut) add(v abortCand, conf float64) {
+	if r.n == 0 || v.at < r.first {
+		r.first = v.at
+	}
+	r.end = max(r.end, v.end)
+	r.n++
+	r.conf = max(r.conf, conf)
+	if len(r.keys) < ruledOutListed {
+		r.keys = append(r.keys, v.key)
+	}
+}
+
+// finding is the abort's one LOW summary of its ruled-out candidates,
+// about the aborted request (where did its late write go?) in the abort's
+// group. It names no receiving request, so it marks no victim; the
+// candidates it lists are in its details, not its keys.
+func (r *ruledOut) finding(t *TransferEvent, src abortSrc, rank int16) Finding {
+	last := t.TS
+	if e := fromUnixNano(r.end); e.After(last) {
+		last = e
+	}
+	named := strings.Join(r.keys, ", ")
+	if more := r.n - len(r.keys); more > 0 {
+		named += fmt.Sprintf(" and %d more", more)
+	}
+	return Finding{TS: t.TS, FirstTS: t.TS, LastTS: last,
+		RequestKey: src.key, Tenant: src.tenant, Room: t.Room, DecodeNode: t.Node, DecodeDPRank: rank,
+		GroupKey: "abort:" + src.key, Subject: src.key + "/abort/ruled-out",
+		Evidence: append([]uint64{t.Line}, src.lines...), Severity: Low, Confidence: r.conf,
+		Title: fmt.Sprintf("aborted room %d mid-transfer: %d later allocations ruled out by the allocator replay", t.Room, r.n),
+		Explanation: fmt.Sprintf("%s rank %d aborted bootstrap_room %d (%s, tenant %s) at %s while its transfer was in flight (%s). "+
+			"%d requests allocated on the same rank around it (the first at %s) were still running after it; the allocator replay hands none of them the aborted room's pages "+
+			"under any event order (with need_sort the pages wait on release_pages past the late write), so none is a candidate of its own: %s.",
+			t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, r.n, fmtTime(fromUnixNano(r.first)), named),
+		Details: map[string]string{"aborted_room": itoa(t.Room), "ruled_out": fmt.Sprint(r.n),
+			"ruled_out_requests": strings.Join(r.keys, ","),
+			"replay":             "aborted room's pages handed to none of these requests"}}
 }
 
 // replayedHolders replays the decode allocator (replay.go) for every

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,9 +180,62 @@ func TestAbortRace(t *testing.T) {
 			db, tr := loaded(t, simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: tc.pool})
 			cfg := DefaultConfig()
 			cfg.DeferredRelease = "off" // the scenario's deployment
-			checkRecall(t, db, tr, cfg, 10, testNow)
+			a := checkRecall(t, db, tr, cfg, 10, testNow)
+			checkRuledOut(t, a, tr)
 		})
 	}
+}
+
+// checkRuledOut: the candidates of an abort that the allocator replay
+// rules out are counted in one LOW summary of the abort (its group, about
+// the aborted request), not findings of their own; none of them is a true
+// victim, and none also has a finding of its own for the same abort.
+func checkRuledOut(t *testing.T, a *accuracy, tr *simulate.Truth) {
+	t.Helper()
+	aff, _ := truthSets(tr)
+	own := map[string]bool{} // group + request key of the per-candidate findings
+	var sums []Finding
+	for _, x := range a.report.Runs {
+		if x.Run.Analyzer != "abort_reuse" {
+			continue
+		}
+		for _, f := range x.Findings {
+			if strings.HasSuffix(f.Subject, "/abort/ruled-out") {
+				sums = append(sums, f)
+				continue
+			}
+			own[f.GroupKey+" "+f.RequestKey] = true
+		}
+	}
+	if len(sums) == 0 {
+		t.Fatal("no abort has a candidate the replay rules out: the summary is not exercised")
+	}
+	ruled, listed := 0, 0
+	for _, f := range sums {
+		n, err := strconv.Atoi(f.Details["ruled_out"])
+		keys := strings.Split(f.Details["ruled_out_requests"], ",")
+		if err != nil || n < 1 || len(keys) != min(n, ruledOutListed) {
+			t.Errorf("%s: ruled_out %q lists %d requests", f.Title, f.Details["ruled_out"], len(keys))
+		}
+		if f.Severity != Low || f.GatewayRequestID != "" || len(f.ForeignTenants) != 0 || f.GroupKey != "abort:"+f.RequestKey {
+			t.Errorf("summary %s: severity %s, gateway id %q, foreign %v, group %q: want a LOW finding about the aborted request only",
+				f.Title, f.Severity, f.GatewayRequestID, f.ForeignTenants, f.GroupKey)
+		}
+		ruled += n
+		listed += len(keys)
+		for _, k := range keys {
+			if c, ok := aff[k]; ok {
+				t.Errorf("the replay rules out %s, a true %s victim of %s", k, c, f.GroupKey)
+			}
+			if !strings.Contains(f.Explanation, k) {
+				t.Errorf("summary %s does not name %s in its explanation", f.Title, k)
+			}
+			if own[f.GroupKey+" "+k] {
+				t.Errorf("%s is both ruled out and a candidate of %s", k, f.GroupKey)
+			}
+		}
+	}
+	t.Logf("%d aborts with ruled-out candidates: %d ruled out, %d of them listed", len(sums), ruled, listed)
 }
 
 // TestMixed: all three fault classes, with page events (exact) and
@@ -207,7 +262,7 @@ func TestMixed(t *testing.T) {
 // checkRecall asserts every observable affected request is flagged, and
 // that flagged requests outside the truth are at most fpPerVictim per
 // affected request.
-func checkRecall(t *testing.T, db *chstore.Store, tr *simulate.Truth, cfg Config, fpPerVictim int, now time.Time) {
+func checkRecall(t *testing.T, db *chstore.Store, tr *simulate.Truth, cfg Config, fpPerVictim int, now time.Time) *accuracy {
 	t.Helper()
 	a := runAll(t, db, cfg, now)
 	aff, look := truthSets(tr)
@@ -246,6 +301,7 @@ func checkRecall(t *testing.T, db *chstore.Store, tr *simulate.Truth, cfg Config
 	if fpHigh > max(observable/10, 1) {
 		t.Errorf("%d HIGH false positives, bound %d", fpHigh, max(observable/10, 1))
 	}
+	return a
 }
 
 // checkExposure holds the bar: all tiers together recall >= 0.99
