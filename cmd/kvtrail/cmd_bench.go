@@ -161,7 +161,11 @@ replay costs.`,
 				return err
 			}
 			fmt.Fprintf(w, "ingested %d records in %.1fs\n\n", isum.Total.Records, isum.Seconds)
+			// Under the soft memory limit `kvtrail analyze` runs under, so
+			// the ratios are of the analysis users run.
+			stopLimit := setMemoryLimit(a.cfg.Analyze.MemoryLimitMB, a.log)
 			res, err := bench.Analyze(ctx, s, a.analyzeConfig(), analyze.Window{})
+			stopLimit()
 			if err != nil {
 				return err
 			}

@@ -39,8 +39,9 @@ type Analyze struct {
 	// size between collections. The live heap of default slices is 200–350
 	// MB; once the live heap comes within a third of the limit the limit
 	// follows it (live plus half, internal/memlimit), as a fixed limit
-	// below the live heap has the collector run without pause. 0 sets none
-	// (the GOMEMLIMIT environment variable, if set, wins, and is fixed).
+	// below the live heap has the collector run without pause; under it
+	// the limit is the collector's only trigger. 0 sets none (the
+	// GOMEMLIMIT environment variable, if set, wins, and is fixed).
 	MemoryLimitMB int `mapstructure:"memory_limit_mb" yaml:"memory_limit_mb"`
 	// ReplayWorkers: how many decode nodes the allocator replay streams at
 	// once (each holds its lanes' requests in flight); 0 means one per CPU.

@@ -132,14 +132,55 @@ func TestGovernorReturnsToFloor(t *testing.T) {
 }
 
 func TestStopRestoresLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(777 * mib))
+	defer debug.SetGCPercent(debug.SetGCPercent(150))
 	g := Start(64 * mib)
 	if got := debug.SetMemoryLimit(-1); got != 64*mib {
 		t.Fatalf("after Start: limit %d, want %d", got, 64*mib)
 	}
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("after Start: GC percent %d, want -1 (the limit the only trigger)", got)
+	}
 	g.Stop()
 	if got := debug.SetMemoryLimit(-1); got != 777*mib {
 		t.Fatalf("after Stop: limit %d, want the previous %d", got, 777*mib)
+	}
+	if got := debug.SetGCPercent(150); got != 150 {
+		t.Fatalf("after Stop: GC percent %d, want the previous 150", got)
+	}
+}
+
+// TestGOGCVariableStands: an operator's GOGC is not overridden.
+func TestGOGCVariableStands(t *testing.T) {
+	t.Setenv("GOGC", "150")
+	defer debug.SetGCPercent(debug.SetGCPercent(150))
+	g := Start(64 * mib)
+	defer g.Stop()
+	if got := debug.SetGCPercent(150); got != 150 {
+		t.Fatalf("with GOGC=150 set: GC percent %d after Start, want 150", got)
+	}
+}
+
+// TestLimitIsTheTrigger: with a live heap far below the floor, the
+// governed process collects once per floor of allocation, not at every
+// doubling of the live heap as GOGC=100 would.
+func TestLimitIsTheTrigger(t *testing.T) {
+	t.Setenv("GOGC", "")
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	live := holdLive(8)
+	defer runtime.KeepAlive(live)
+	runtime.GC()
+	byPercent := churn(256 * mib)
+	g := Start(128 * mib)
+	governed := churn(256 * mib)
+	g.Stop()
+	t.Logf("256 MiB of garbage over an 8 MiB live heap: %d cycles at GOGC=100, %d governed by a 128 MiB floor", byPercent, governed)
+	// 256 MiB over 128 MiB of headroom is 2-3 cycles; GOGC=100 over an
+	// 8 MiB heap (its 4 MiB minimum goal aside) runs dozens.
+	if governed > 4 || byPercent < 4*governed {
+		t.Errorf("governed %d cycles, GOGC=100 %d: want at most 4 governed and GOGC=100 at least 4 times as many", governed, byPercent)
 	}
 }
 
