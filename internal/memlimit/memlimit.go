@@ -15,10 +15,10 @@
 // While it runs, the limit is the collector's only trigger (GOGC off,
 // unless the GOGC variable sets it): under GOGC=100 a heap far below the
 // limit was collected at every doubling anyway, and an analysis at scale 2
-// (live heap about 200 MB under the 512 MiB default) spent 6.9-7.5
-// CPU-seconds where the limit alone took 5.8, peak RSS 440-521 MB against
-// 563-572 (docs/performance.md). The heap is bounded by the limit either
-// way.
+// (live heap about 200 MB under the 512 MiB default) spent 7.5-7.8 user
+// CPU-seconds where the limit alone took 5.8-6.3, peak RSS 380-513 MB
+// against 561-572 (docs/performance.md). The heap is bounded by the limit
+// either way.
 package memlimit
 
 import (
