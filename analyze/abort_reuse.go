@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -34,7 +35,7 @@ func init() {
 }
 
 // Version implements Analyzer.
-func (*AbortReuse) Version() string { return "3" }
+func (*AbortReuse) Version() string { return "4" }
 
 // Params implements Analyzer.
 func (a *AbortReuse) Params() any { return a }
@@ -63,8 +64,8 @@ type abortCase struct {
 
 // abortSrc is the aborted request.
 type abortSrc struct {
-	key, tenant string
-	lines       []uint64
+	key, gwID, tenant string
+	lines             []uint64
 }
 
 // abortCand is a request allocated on the aborted rank around the abort
@@ -143,7 +144,7 @@ func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact, strs 
 	}
 	// Held to the end of the window: exactly as many as there are (most
 	// requests around an abort ended before it).
-	c := abortCase{t: t, src: abortSrc{key: src.Key, tenant: src.Tenant, lines: src.Lines()}, rank: rank,
+	c := abortCase{t: t, src: abortSrc{key: src.Key, gwID: src.RequestID(), tenant: src.Tenant, lines: src.Lines()}, rank: rank,
 		cands: make([]abortCand, 0, n)}
 	for _, v := range around {
 		if cand(v) {
@@ -353,8 +354,11 @@ func (r *ruledOut) add(v abortCand, conf float64) {
 
 // finding is the abort's one LOW summary of its ruled-out candidates,
 // about the aborted request (where did its late write go?) in the abort's
-// group. It names no receiving request, so it marks no victim; the
-// candidates it lists are in its details, not its keys.
+// group. Its request is the aborted one (its gateway id, when the gateway
+// logged it, links the finding to that request's page); it names no
+// receiving request and is LOW, so it marks no victim. The candidates it
+// lists are in its details, not its keys, as a JSON array: request keys
+// are gateway ids, which may hold any character, commas too.
 func (r *ruledOut) finding(t *TransferEvent, src abortSrc, rank int16) Finding {
 	last := t.TS
 	if e := fromUnixNano(r.end); e.After(last) {
@@ -365,7 +369,7 @@ func (r *ruledOut) finding(t *TransferEvent, src abortSrc, rank int16) Finding {
 		named += fmt.Sprintf(" and %d more", more)
 	}
 	return Finding{TS: t.TS, FirstTS: t.TS, LastTS: last,
-		RequestKey: src.key, Tenant: src.tenant, Room: t.Room, DecodeNode: t.Node, DecodeDPRank: rank,
+		RequestKey: src.key, GatewayRequestID: src.gwID, Tenant: src.tenant, Room: t.Room, DecodeNode: t.Node, DecodeDPRank: rank,
 		GroupKey: "abort:" + src.key, Subject: src.key + "/abort/ruled-out",
 		Evidence: append([]uint64{t.Line}, src.lines...), Severity: Low, Confidence: r.conf,
 		Title: fmt.Sprintf("aborted room %d mid-transfer: %d later allocations ruled out by the allocator replay", t.Room, r.n),
@@ -374,8 +378,15 @@ func (r *ruledOut) finding(t *TransferEvent, src abortSrc, rank int16) Finding {
 			"under any event order (with need_sort the pages wait on release_pages past the late write), so none is a candidate of its own: %s.",
 			t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, r.n, fmtTime(fromUnixNano(r.first)), named),
 		Details: map[string]string{"aborted_room": itoa(t.Room), "ruled_out": fmt.Sprint(r.n),
-			"ruled_out_requests": strings.Join(r.keys, ","),
+			"ruled_out_requests": jsonList(r.keys),
 			"replay":             "aborted room's pages handed to none of these requests"}}
+}
+
+// jsonList is a detail value listing free-form strings: a JSON array.
+// Marshalling a []string cannot fail (invalid UTF-8 becomes U+FFFD).
+func jsonList(ss []string) string {
+	b, _ := json.Marshal(ss)
+	return string(b)
 }
 
 // replayedHolders replays the decode allocator (replay.go) for every

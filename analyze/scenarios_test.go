@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
@@ -210,16 +211,25 @@ func checkRuledOut(t *testing.T, a *accuracy, tr *simulate.Truth) {
 	if len(sums) == 0 {
 		t.Fatal("no abort has a candidate the replay rules out: the summary is not exercised")
 	}
-	ruled, listed := 0, 0
+	ruled, listed, linked := 0, 0, 0
 	for _, f := range sums {
 		n, err := strconv.Atoi(f.Details["ruled_out"])
-		keys := strings.Split(f.Details["ruled_out_requests"], ",")
+		var keys []string
+		if jerr := json.Unmarshal([]byte(f.Details["ruled_out_requests"]), &keys); jerr != nil {
+			t.Errorf("%s: ruled_out_requests %q is not a JSON list: %v", f.Title, f.Details["ruled_out_requests"], jerr)
+		}
 		if err != nil || n < 1 || len(keys) != min(n, ruledOutListed) {
 			t.Errorf("%s: ruled_out %q lists %d requests", f.Title, f.Details["ruled_out"], len(keys))
 		}
-		if f.Severity != Low || f.GatewayRequestID != "" || len(f.ForeignTenants) != 0 || f.GroupKey != "abort:"+f.RequestKey {
-			t.Errorf("summary %s: severity %s, gateway id %q, foreign %v, group %q: want a LOW finding about the aborted request only",
-				f.Title, f.Severity, f.GatewayRequestID, f.ForeignTenants, f.GroupKey)
+		// The aborted request's gateway id (its key when the gateway
+		// logged it) links the summary to that request's page.
+		if f.GatewayRequestID != "" {
+			linked++
+		}
+		if f.Severity != Low || (f.GatewayRequestID != "" && f.GatewayRequestID != f.RequestKey) || len(f.ForeignTenants) != 0 ||
+			len(f.ForeignRequestKeys) != 0 || f.GroupKey != "abort:"+f.RequestKey {
+			t.Errorf("summary %s: severity %s, gateway id %q, foreign %v %v, group %q: want a LOW finding about the aborted request only",
+				f.Title, f.Severity, f.GatewayRequestID, f.ForeignTenants, f.ForeignRequestKeys, f.GroupKey)
 		}
 		ruled += n
 		listed += len(keys)
@@ -235,7 +245,10 @@ func checkRuledOut(t *testing.T, a *accuracy, tr *simulate.Truth) {
 			}
 		}
 	}
-	t.Logf("%d aborts with ruled-out candidates: %d ruled out, %d of them listed", len(sums), ruled, listed)
+	if linked == 0 {
+		t.Error("no summary names the aborted request's gateway id")
+	}
+	t.Logf("%d aborts with ruled-out candidates: %d ruled out, %d of them listed; %d summaries linked to the aborted request", len(sums), ruled, listed, linked)
 }
 
 // TestMixed: all three fault classes, with page events (exact) and
