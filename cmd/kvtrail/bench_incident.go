@@ -53,7 +53,8 @@ one kept with --keep, and drops nothing.`,
 			}
 			defer closeFn()
 			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir, Ingested: database != "",
-				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB)})
+				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB),
+				IngestMemoryLimit: a.memoryLimit()})
 			if err != nil {
 				return err
 			}

@@ -69,7 +69,7 @@ prints lines/s for both and their ratio.`,
 				return usageError{fmt.Errorf("bench ingest needs a ClickHouse server (its baseline is clickhouse-client); " +
 					"for the embedded engine time `kvtrail ingest` on both engines (docs/clickhouse.md, \"The embedded engine\")")}
 			}
-			a.limitMemory()
+			defer a.governMemory()()
 			s, closeFn, err := a.benchStore(ctx, keep)
 			if err != nil {
 				return err

@@ -84,9 +84,12 @@ type IncidentOptions struct {
 	Cfg    analyze.Config
 	// AnalyzeMemoryLimit is the soft memory limit (bytes) during the
 	// analyze phase, as `kvtrail analyze` sets it (0: none), following the
-	// live heap past it as there (internal/memlimit); the other
-	// phases run without one.
+	// live heap past it as there (internal/memlimit).
 	AnalyzeMemoryLimit int64
+	// IngestMemoryLimit is the one during the ingest phase, as `kvtrail
+	// ingest` sets it (memory_limit; 0: none). The simulation runs
+	// without one.
+	IngestMemoryLimit int64
 	// Ingested says the store already holds the incident Dir's logs:
 	// simulation and ingest are skipped (Dir still gives the truth), as
 	// when a run is repeated on its kept database.
@@ -152,6 +155,9 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	}
 	res.Requests = truth.requests
 	if err := phase("ingest", func() error {
+		if o.IngestMemoryLimit > 0 {
+			defer memlimit.Start(o.IngestMemoryLimit).Stop()
+		}
 		sources, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
 		if err != nil {
 			return err
