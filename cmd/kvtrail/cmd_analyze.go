@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -61,12 +60,7 @@ func setMemoryLimit(mb int, log *slog.Logger) (stop func()) {
 
 // analyzeMemoryLimit is the limit in bytes analysis runs under: mb MiB,
 // or none (0) for mb 0 or when GOMEMLIMIT is set (the runtime applied it).
-func analyzeMemoryLimit(mb int) int64 {
-	if mb <= 0 || os.Getenv("GOMEMLIMIT") != "" {
-		return 0
-	}
-	return int64(mb) << 20
-}
+func analyzeMemoryLimit(mb int) int64 { return softLimit(int64(mb) << 20) }
 
 func parseTime(flag, v string) (time.Time, error) {
 	if v == "" {

@@ -54,11 +54,16 @@ func (a *app) governMemory() (stop func()) {
 }
 
 // memoryLimit is the limit limitMemory and governMemory apply:
-// memory_limit, or none (0) when it is 0 or GOMEMLIMIT is set (the
-// runtime applied that).
-func (a *app) memoryLimit() int64 {
-	if _, set := os.LookupEnv("GOMEMLIMIT"); set || a.cfg.MemoryLimit <= 0 {
+// memory_limit, unless GOMEMLIMIT is set (softLimit).
+func (a *app) memoryLimit() int64 { return softLimit(a.cfg.MemoryLimit) }
+
+// softLimit is a configured soft memory limit in bytes as kvtrail applies
+// it: none (0) when it is not positive or GOMEMLIMIT is set (the runtime
+// applied that one at start, and it wins; empty, as for the runtime, is
+// unset).
+func softLimit(bytes int64) int64 {
+	if os.Getenv("GOMEMLIMIT") != "" || bytes <= 0 {
 		return 0
 	}
-	return a.cfg.MemoryLimit
+	return bytes
 }

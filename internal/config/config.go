@@ -29,8 +29,9 @@ type Config struct {
 	// MemoryLimit is the Go runtime's soft memory limit in bytes (as
 	// GOMEMLIMIT, which wins when set) for ingest, serve and demo: the
 	// garbage collector works harder near it, which keeps a bulk ingest's
-	// RSS bounded. A bulk ingest collects only at it (GOGC off unless the
-	// GOGC variable is set); serving commands keep GOGC too. Analysis
+	// RSS bounded. A bulk ingest reading lines collects only at it (GOGC
+	// off unless the GOGC variable is set); linking and serving commands
+	// keep GOGC too. Analysis
 	// commands do not use it. 0 disables it.
 	MemoryLimit int64 `mapstructure:"memory_limit" yaml:"memory_limit"`
 }
