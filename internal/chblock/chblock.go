@@ -114,6 +114,9 @@ type client struct {
 	buf     proto.Buffer
 	version int
 	started bool
+	// zw and raw compress the blocks of an INSERT (insert.go).
+	zw  *compress.Writer
+	raw []byte
 }
 
 func dial(ctx context.Context, o Options) (*client, error) {

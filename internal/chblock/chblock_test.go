@@ -283,3 +283,83 @@ func TestSettings(t *testing.T) {
 		t.Fatalf("an unknown setting: err = %v, want the server's exception", err)
 	}
 }
+
+// An INSERT written block by block: the server's header names the
+// INSERT's columns with their types, the blocks written are stored once
+// Close returns, and a block the server refuses fails Close (or the write
+// after it) with the server's exception.
+func TestInsert(t *testing.T) {
+	ctx := context.Background()
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{testdb.Addr(t)}, Auth: clickhouse.Auth{Database: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	table := fmt.Sprintf("chblock_insert_%d", time.Now().UnixNano())
+	if err := conn.Exec(ctx, "CREATE TABLE "+table+" (n UInt64, s String, d String DEFAULT 'x') ENGINE = MergeTree ORDER BY n"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Exec(ctx, "DROP TABLE "+table) }()
+	count := func() uint64 {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM "+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, compress := range []bool{false, true} {
+		before := count()
+		in, err := chblock.OpenInsert(ctx, opts(t, compress), "INSERT INTO "+table+" (s, n) VALUES", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []chblock.Column{{Name: "s", Type: "String"}, {Name: "n", Type: "UInt64"}}
+		if fmt.Sprint(in.Columns) != fmt.Sprint(want) {
+			t.Fatalf("header %v, want %v", in.Columns, want)
+		}
+		var s proto.ColStr
+		var n proto.ColUInt64
+		for b := range 3 {
+			s.Reset()
+			n.Reset()
+			for i := range 70_000 { // past one compressed frame
+				s.Append(strings.Repeat("ü", i%9))
+				n.Append(uint64(b*70_000 + i))
+			}
+			if err := in.Write(70_000, proto.Input{{Name: "s", Data: &s}, {Name: "n", Data: &n}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := count() - before; got != 210_000 {
+			t.Fatalf("compress=%v: %d rows stored, want 210000", compress, got)
+		}
+	}
+
+	in, err := chblock.OpenInsert(ctx, opts(t, false), "INSERT INTO "+table+" (n) VALUES", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrong proto.ColStr
+	wrong.Append("not a number")
+	err = in.Write(1, proto.Input{{Name: "n", Data: &wrong}})
+	if err == nil {
+		err = in.Close()
+	}
+	var ex *chblock.Exception
+	if !errors.As(err, &ex) {
+		t.Fatalf("a block of the wrong type: %v, want the server's exception", err)
+	}
+	t.Logf("refused: %v", ex)
+
+	if _, err := chblock.OpenInsert(ctx, opts(t, false), "INSERT INTO no_such_table_here (n) VALUES", nil); !errors.As(err, &ex) {
+		t.Fatalf("insert into a missing table: %v, want the server's exception", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := chblock.OpenInsert(cctx, opts(t, false), "INSERT INTO "+table+" (n) VALUES", nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}

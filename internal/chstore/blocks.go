@@ -36,6 +36,8 @@ type blockReader struct {
 	// does (cluster mode: prefer_localhost_replica, in dial).
 	base []chblock.Setting
 	off  atomic.Bool // set after the first fallback
+	// inserts counts the INSERTs opened on the block path.
+	inserts atomic.Int64
 }
 
 // newBlockReader returns the block path for a store dialled with o, or nil.

@@ -46,3 +46,20 @@ func ReadsBlocks(s *Store) bool { return s.blocks != nil && !s.blocks.off.Load()
 // PointBlocksAt makes s's block reads go to addr (a test's stand-in for a
 // server the block reader cannot speak to).
 func PointBlocksAt(s *Store, addr string) { s.blocks.opts.Addrs = []string{addr} }
+
+// OpenBlockInsert opens an INSERT of columns into table on the block path
+// and drops it: an error if the path cannot take the table's types.
+func OpenBlockInsert(ctx context.Context, s *Store, table string, columns []string) error {
+	insert, err := insertStatement(table, columns)
+	if err != nil {
+		return err
+	}
+	w, err := s.openBlockInsert(ctx, insert, columns)
+	if err != nil {
+		return err
+	}
+	return w.Abort()
+}
+
+// BlockInserts is how many INSERTs s opened on the block path.
+func BlockInserts(s *Store) int64 { return s.blocks.inserts.Load() }

@@ -35,11 +35,6 @@ func (s IngestStatements) Ping(ctx context.Context) error {
 
 func (s *Store) ingest() IngestStatements { return IngestStatements{c: s} }
 
-// OpenInsert: see IngestStatements.OpenInsert.
-func (s *Store) OpenInsert(ctx context.Context, table string, columns []string) (TableWriter, error) {
-	return s.ingest().OpenInsert(ctx, table, columns)
-}
-
 // LatestSourceCheckpoint: see IngestStatements.LatestSourceCheckpoint.
 func (s *Store) LatestSourceCheckpoint(ctx context.Context, sourceID string) (ingest.Checkpoint, bool, error) {
 	return s.ingest().LatestSourceCheckpoint(ctx, sourceID)

@@ -55,6 +55,10 @@ type Options struct {
 	// driver instead of a block at a time (blocks.go). Tests set it to
 	// hold both paths to the same result.
 	RowReads bool
+	// DriverInserts writes every INSERT through the driver instead of the
+	// block path (block_insert.go). Tests set it to hold both paths to the
+	// same rows.
+	DriverInserts bool
 	// Compression of data blocks on the wire: "lz4", "none", or "auto"
 	// (the default): none when every address is a loopback one, where LZ4
 	// only costs CPU on both ends, lz4 otherwise.

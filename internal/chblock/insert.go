@@ -1,0 +1,289 @@
+package chblock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/ch-go/compress"
+	"github.com/ClickHouse/ch-go/proto"
+)
+
+// Column is one column of an INSERT as the server declared it in the
+// header it sends before taking data: the types to encode the blocks in.
+type Column struct {
+	Name, Type string
+}
+
+// Insert is one INSERT being written block by block over the native
+// protocol, from columns the caller fills and reuses (ch-go's proto
+// columns). Ingest's rows went through clickhouse-go's column appends,
+// reflective per row (and per LowCardinality value, a map of interfaces):
+// a quarter of kvtrail's ingest CPU (docs/performance.md).
+//
+// The rows of a block are stored once the server has read it, as with any
+// native INSERT: Close reports whether every block was, Abort drops the
+// connection and with it what the server had not read.
+type Insert struct {
+	c    *client
+	stop func() bool
+	// Columns are the server's header, in the INSERT's column order.
+	Columns []Column
+	closed  bool
+}
+
+// OpenInsert sends sql ("INSERT INTO t (a, b) VALUES") under settings and
+// reads the header the server answers with. A ProtocolError from here means
+// nothing was sent that the server acted on: the caller may insert another
+// way.
+func OpenInsert(ctx context.Context, o Options, sql string, settings []Setting) (*Insert, error) {
+	c, err := dial(ctx, o)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	in := &Insert{c: c}
+	// As Query: a cancelled context closes the connection, which ends a
+	// pending write or read; the server then drops the INSERT.
+	in.stop = context.AfterFunc(ctx, func() { _ = c.conn.Close() })
+	fail := func(err error) (*Insert, error) {
+		in.stop()
+		_ = c.conn.Close()
+		if ctx.Err() != nil {
+			var ex *Exception
+			if !errors.As(err, &ex) {
+				return nil, ctx.Err()
+			}
+		}
+		return nil, err
+	}
+	if err := c.sendQuery(sql, settings); err != nil {
+		return fail(err)
+	}
+	for {
+		code, err := c.packet()
+		if err != nil {
+			return fail(c.fail("read insert header", err))
+		}
+		switch code {
+		case proto.ServerCodeData:
+			cols, err := c.header()
+			if err != nil {
+				return fail(err)
+			}
+			in.Columns = cols
+			return in, nil
+		case proto.ServerCodeException:
+			return fail(c.exception())
+		case proto.ServerCodeTableColumns:
+			// The columns' defaults (revision 54410 and later): the
+			// server fills what the INSERT leaves out, nothing to do here.
+			var tc proto.TableColumns
+			if err := tc.DecodeAware(c.r, c.version); err != nil {
+				return fail(c.fail("decode table columns", err))
+			}
+		case proto.ServerCodeProgress:
+			var p proto.Progress
+			if err := p.DecodeAware(c.r, c.version); err != nil {
+				return fail(c.fail("decode progress", err))
+			}
+		case proto.ServerCodeLog:
+			if _, err := c.rawBlock(nil, false); err != nil {
+				return fail(err)
+			}
+		default:
+			return fail(c.fail("read insert header", fmt.Errorf("unexpected packet %d", code)))
+		}
+	}
+}
+
+// header decodes the INSERT's header: a block of no rows whose columns
+// carry only their names and types.
+func (c *client) header() ([]Column, error) {
+	var data proto.ClientData
+	if err := data.DecodeAware(c.r, c.version); err != nil {
+		return nil, c.fail("decode insert header", err)
+	}
+	if c.o.Compress {
+		c.r.EnableCompression()
+		defer c.r.DisableCompression()
+	}
+	var h headerCols
+	var b proto.Block
+	if err := b.DecodeBlock(c.r, c.version, &h); err != nil {
+		return nil, c.fail("decode insert header", err)
+	}
+	return h.cols, nil
+}
+
+// headerCols is a proto.Result that keeps the names and types of a block
+// without rows.
+type headerCols struct{ cols []Column }
+
+func (h *headerCols) DecodeResult(r *proto.Reader, version int, b proto.Block) error {
+	if b.Rows != 0 {
+		return fmt.Errorf("insert header with %d rows", b.Rows)
+	}
+	for i := 0; i < b.Columns; i++ {
+		name, err := r.Str()
+		if err != nil {
+			return fmt.Errorf("column %d name: %w", i, err)
+		}
+		typ, err := r.Str()
+		if err != nil {
+			return fmt.Errorf("column %s type: %w", name, err)
+		}
+		if proto.FeatureCustomSerialization.In(version) {
+			if _, err := r.Bool(); err != nil {
+				return fmt.Errorf("column %s serialization: %w", name, err)
+			}
+		}
+		h.cols = append(h.cols, Column{Name: name, Type: typ})
+	}
+	return nil
+}
+
+// maxFrame is the most uncompressed bytes in one compressed frame, as the
+// server's own writer cuts them (max_compress_block_size).
+const maxFrame = 1 << 20
+
+// Write sends input, rows rows in each column, as one data block of the
+// INSERT. The columns are read, not kept: the caller may reset and refill
+// them as soon as it returns.
+func (in *Insert) Write(rows int, input proto.Input) error {
+	if in.closed {
+		return errors.New("chblock: write to a finished insert")
+	}
+	if err := in.c.sendData(rows, input); err != nil {
+		return in.abortWith(err)
+	}
+	return nil
+}
+
+// sendData writes one data packet holding a block of rows.
+func (c *client) sendData(rows int, input proto.Input) error {
+	b := &c.buf
+	proto.ClientCodeData.Encode(b)
+	proto.ClientData{}.EncodeAware(b, c.version)
+	start := len(b.Buf)
+	blk := proto.Block{Info: proto.BlockInfo{BucketNum: -1}, Columns: len(input), Rows: rows}
+	if err := blk.EncodeBlock(b, c.version, input); err != nil {
+		b.Reset()
+		return fmt.Errorf("encode block: %w", err)
+	}
+	if c.o.Compress {
+		// The block is cut into frames of at most maxFrame bytes; the
+		// writer and the copy of the block are kept for the next one.
+		c.raw = append(c.raw[:0], b.Buf[start:]...)
+		b.Buf = b.Buf[:start]
+		if c.zw == nil {
+			c.zw = compress.NewWriter(compress.LevelZero, compress.LZ4)
+		}
+		for raw := c.raw; len(raw) > 0; {
+			n := min(len(raw), maxFrame)
+			if err := c.zw.Compress(raw[:n]); err != nil {
+				b.Reset()
+				return fmt.Errorf("compress block: %w", err)
+			}
+			b.Buf = append(b.Buf, c.zw.Data...)
+			raw = raw[n:]
+		}
+	}
+	if err := c.flush(); err != nil {
+		return c.fail("send block", err)
+	}
+	return nil
+}
+
+// Close ends the INSERT and waits for the server to have stored it: nil
+// means every block written is stored.
+func (in *Insert) Close() error {
+	if in.closed {
+		return errors.New("chblock: insert already finished")
+	}
+	// The empty block that ends the data.
+	if err := in.c.sendData(0, nil); err != nil {
+		return in.abortWith(err)
+	}
+	for {
+		code, err := in.c.packet()
+		if err != nil {
+			return in.abortWith(in.c.fail("read insert end", err))
+		}
+		switch code {
+		case proto.ServerCodeEndOfStream:
+			in.finish()
+			return nil
+		case proto.ServerCodeException:
+			return in.abortWith(in.c.exception())
+		case proto.ServerCodeProgress:
+			var p proto.Progress
+			if err := p.DecodeAware(in.c.r, in.c.version); err != nil {
+				return in.abortWith(in.c.fail("decode progress", err))
+			}
+		case proto.ServerCodeProfile:
+			var p proto.Profile
+			if err := p.DecodeAware(in.c.r, in.c.version); err != nil {
+				return in.abortWith(in.c.fail("decode profile", err))
+			}
+		case proto.ServerCodeLog:
+			if _, err := in.c.rawBlock(nil, false); err != nil {
+				return in.abortWith(err)
+			}
+		case proto.ServerCodeTableColumns:
+			var tc proto.TableColumns
+			if err := tc.DecodeAware(in.c.r, in.c.version); err != nil {
+				return in.abortWith(in.c.fail("decode table columns", err))
+			}
+		default:
+			return in.abortWith(in.c.fail("read insert end", fmt.Errorf("unexpected packet %d", code)))
+		}
+	}
+}
+
+// Abort drops the INSERT: the connection is closed, and the server stores
+// none of what it had not read (what it had may be stored already, as with
+// any INSERT cut short).
+func (in *Insert) Abort() {
+	if !in.closed {
+		in.finish()
+	}
+}
+
+func (in *Insert) finish() {
+	in.closed = true
+	in.stop()
+	_ = in.c.conn.Close()
+}
+
+// abortWith ends the INSERT after a failure to write or read it. A write
+// that failed because the server refused the data (it answers with an
+// exception and closes the connection) reports that exception when it can
+// still be read.
+func (in *Insert) abortWith(err error) error {
+	if in.closed {
+		return err
+	}
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		if sent := in.pendingException(); sent != nil {
+			err = sent
+		}
+	}
+	in.finish()
+	return err
+}
+
+// pendingException reads, briefly, an exception the server may have sent
+// before it stopped reading.
+func (in *Insert) pendingException() error {
+	_ = in.c.conn.SetReadDeadline(time.Now().Add(time.Second))
+	n, err := in.c.r.UVarInt()
+	if err != nil || proto.ServerCode(n) != proto.ServerCodeException {
+		return nil
+	}
+	return in.c.exception()
+}

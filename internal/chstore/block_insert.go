@@ -1,0 +1,292 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/ClickHouse/ch-go/proto"
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/kvtrail/kvtrail/internal/chblock"
+)
+
+// Inserts take the block path (internal/chblock) where reads do: ingest
+// and the analysis hand OpenInsert whole typed columns, which go into
+// ch-go's columns with a copy each, where the driver appended them value
+// by value through reflection (and each LowCardinality value through a map
+// of interfaces). The rows stored are the same (TestBlockInsertEqualsDriver).
+//
+// An INSERT whose column types the block path does not know, or a server
+// it cannot speak to before anything was sent, goes through the driver.
+
+// errBlockTypes is an INSERT the block path has no column for.
+var errBlockTypes = errors.New("a column type the block insert does not know")
+
+// openBlockInsert opens insert (INSERT INTO t (columns)) on the block path.
+func (s *Store) openBlockInsert(ctx context.Context, insert string, columns []string) (*blockWriter, error) {
+	b := s.blocks
+	in, err := chblock.OpenInsert(ctx, b.opts, insert+" VALUES", b.base)
+	if err != nil {
+		return nil, asDriverError(err)
+	}
+	w, err := newBlockWriter(in, columns)
+	if err != nil {
+		in.Abort()
+		return nil, err
+	}
+	b.inserts.Add(1)
+	return w, nil
+}
+
+// OpenInsert: see IngestStatements.OpenInsert. On a server reached over
+// the network it writes blocks itself (above), else through the driver.
+func (s *Store) OpenInsert(ctx context.Context, table string, columns []string) (TableWriter, error) {
+	b := s.blocks
+	if b == nil || b.off.Load() || s.opts.DriverInserts {
+		return s.ingest().OpenInsert(ctx, table, columns)
+	}
+	insert, err := insertStatement(table, columns)
+	if err != nil {
+		return nil, err
+	}
+	s.see(insert)
+	w, err := s.openBlockInsert(ctx, insert, columns)
+	var pe *chblock.ProtocolError
+	switch {
+	case err == nil:
+		s.answered(insert, nil, nil)
+		return w, nil
+	case errors.Is(err, errBlockTypes):
+		// This table only: the driver converts any type.
+		return s.ingest().OpenInsert(ctx, table, columns)
+	case errors.As(err, &pe) && ctx.Err() == nil:
+		// The server could not be spoken to this way, and nothing was
+		// sent that it acted on. If the driver can write, it does from
+		// now on (reads too); if not, the server is down.
+		x, derr := s.ingest().OpenInsert(ctx, table, columns)
+		if derr == nil && b.off.CompareAndSwap(false, true) {
+			slog.Warn("ClickHouse block inserts failed; writing through the driver from now on", "err", err)
+		}
+		return x, derr
+	}
+	s.answered(insert, nil, err)
+	return nil, err
+}
+
+// blockWriter is a TableWriter on the block path.
+type blockWriter struct {
+	in *chblock.Insert
+	// cols are in the caller's column order; input in the server's.
+	cols  []insertCol
+	names []string
+	input proto.Input
+	rows  int
+}
+
+func newBlockWriter(in *chblock.Insert, columns []string) (*blockWriter, error) {
+	if len(in.Columns) != len(columns) {
+		return nil, fmt.Errorf("%w: the server's insert header has %d columns for %d named", errBlockTypes, len(in.Columns), len(columns))
+	}
+	w := &blockWriter{in: in, cols: make([]insertCol, len(columns)), names: columns}
+	byName := map[string]int{}
+	for i, c := range columns {
+		byName[c] = i
+	}
+	for _, h := range in.Columns {
+		i, ok := byName[h.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: the server's insert header names %q", errBlockTypes, h.Name)
+		}
+		c := newInsertCol(h.Type)
+		if c == nil {
+			return nil, fmt.Errorf("%w: %s %s", errBlockTypes, h.Name, h.Type)
+		}
+		w.cols[i] = c
+		w.input = append(w.input, proto.InputColumn{Name: h.Name, Data: c.data()})
+	}
+	return w, nil
+}
+
+// insertCol is one column of a block INSERT: a ch-go column and the Go
+// values it takes, a slice of them (AppendColumns) or one (AppendRow).
+type insertCol interface {
+	data() proto.ColInput
+	appendSlice(v any) error
+	appendValue(v any) error
+	reset()
+}
+
+// typed is an insertCol of ch-go column c, taking []T and T.
+type typed[T any] struct{ c proto.ColumnOf[T] }
+
+func (t typed[T]) data() proto.ColInput { return t.c }
+func (t typed[T]) reset()               { t.c.Reset() }
+func (t typed[T]) appendSlice(v any) error {
+	s, ok := v.([]T)
+	if !ok {
+		return fmt.Errorf("cannot append %T", v)
+	}
+	t.c.AppendArr(s)
+	return nil
+}
+func (t typed[T]) appendValue(v any) error {
+	x, ok := v.(T)
+	if !ok {
+		return fmt.Errorf("cannot append %T", v)
+	}
+	t.c.Append(x)
+	return nil
+}
+
+// dateTimes is a DateTime column. A time outside DateTime's range is an
+// error, as in the driver, not a value wrapped around 2^32 seconds.
+type dateTimes struct{ c *proto.ColDateTime }
+
+func (d dateTimes) data() proto.ColInput { return d.c }
+func (d dateTimes) reset()               { d.c.Reset() }
+func (d dateTimes) appendSlice(v any) error {
+	s, ok := v.([]time.Time)
+	if !ok {
+		return fmt.Errorf("cannot append %T", v)
+	}
+	for _, t := range s {
+		if err := d.append(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (d dateTimes) appendValue(v any) error {
+	t, ok := v.(time.Time)
+	if !ok {
+		return fmt.Errorf("cannot append %T", v)
+	}
+	return d.append(t)
+}
+
+func (d dateTimes) append(t time.Time) error {
+	if t.IsZero() {
+		d.c.AppendRaw(0)
+		return nil
+	}
+	u := t.Unix()
+	if u < 0 || u > math.MaxUint32 {
+		return fmt.Errorf("%s is outside DateTime's range", t.Format(time.RFC3339))
+	}
+	d.c.AppendRaw(proto.DateTime(u))
+	return nil
+}
+
+// newInsertCol is the column for a type the server declared, nil for one
+// kvtrail's schema does not use.
+func newInsertCol(typ string) insertCol {
+	switch typ {
+	case "String":
+		return typed[string]{new(proto.ColStr)}
+	case "LowCardinality(String)":
+		return typed[string]{proto.NewLowCardinality[string](new(proto.ColStr))}
+	case "DateTime":
+		return dateTimes{new(proto.ColDateTime)}
+	case "UInt8":
+		return typed[uint8]{new(proto.ColUInt8)}
+	case "UInt16":
+		return typed[uint16]{new(proto.ColUInt16)}
+	case "UInt32":
+		return typed[uint32]{new(proto.ColUInt32)}
+	case "UInt64":
+		return typed[uint64]{new(proto.ColUInt64)}
+	case "Int16":
+		return typed[int16]{new(proto.ColInt16)}
+	case "Int32":
+		return typed[int32]{new(proto.ColInt32)}
+	case "Int64":
+		return typed[int64]{new(proto.ColInt64)}
+	case "Float64":
+		return typed[float64]{new(proto.ColFloat64)}
+	case "Array(String)":
+		return typed[[]string]{proto.NewArray[string](new(proto.ColStr))}
+	case "Array(UInt32)":
+		return typed[[]uint32]{proto.NewArray[uint32](new(proto.ColUInt32))}
+	case "Array(UInt64)":
+		return typed[[]uint64]{proto.NewArray[uint64](new(proto.ColUInt64))}
+	}
+	return nil
+}
+
+func (w *blockWriter) AppendColumns(cols ...any) error {
+	if len(cols) != len(w.cols) {
+		return fmt.Errorf("chstore: %d column slices for an insert of %d columns", len(cols), len(w.cols))
+	}
+	for i, v := range cols {
+		if err := w.cols[i].appendSlice(v); err != nil {
+			return fmt.Errorf("column %s (%s): %w", w.names[i], w.cols[i].data().Type(), err)
+		}
+	}
+	return w.settle()
+}
+
+func (w *blockWriter) AppendRow(vals ...any) error {
+	if len(vals) != len(w.cols) {
+		return fmt.Errorf("chstore: %d values for an insert of %d columns", len(vals), len(w.cols))
+	}
+	for i, v := range vals {
+		if err := w.cols[i].appendValue(v); err != nil {
+			return fmt.Errorf("column %s (%s): %w", w.names[i], w.cols[i].data().Type(), err)
+		}
+	}
+	return w.settle()
+}
+
+// settle checks every column has the same rows after an append.
+func (w *blockWriter) settle() error {
+	n := w.cols[0].data().Rows()
+	for i, c := range w.cols[1:] {
+		if r := c.data().Rows(); r != n {
+			return fmt.Errorf("chstore: column %s has %d rows, %s %d", w.names[i+1], r, w.names[0], n)
+		}
+	}
+	w.rows = n
+	return nil
+}
+
+func (w *blockWriter) Rows() int { return w.rows }
+
+func (w *blockWriter) Flush() error {
+	if w.rows == 0 {
+		return nil
+	}
+	if err := w.in.Write(w.rows, w.input); err != nil {
+		return asDriverError(err)
+	}
+	for _, c := range w.cols {
+		c.reset()
+	}
+	w.rows = 0
+	return nil
+}
+
+func (w *blockWriter) Send() error {
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return asDriverError(w.in.Close())
+}
+
+func (w *blockWriter) Abort() error {
+	w.in.Abort()
+	return nil
+}
+
+// asDriverError gives a server exception the driver's type, which callers
+// branch on (IsCode, retryable) whichever path the statement took.
+func asDriverError(err error) error {
+	var ex *chblock.Exception
+	if errors.As(err, &ex) {
+		return &clickhouse.Exception{Code: int32(ex.Code), Name: ex.Name, Message: ex.Message}
+	}
+	return err
+}
