@@ -260,17 +260,9 @@ func (c *client) sendQuery(sql string, settings []Setting) error {
 	proto.StageComplete.Encode(b)
 	c.compression().Encode(b)
 	b.PutString(sql)
-
-	proto.ClientCodeData.Encode(b)
-	proto.ClientData{}.EncodeAware(b, c.version)
-	start := len(b.Buf)
-	proto.Block{}.EncodeAware(b, c.version)
-	if c.o.Compress {
-		w := compress.NewWriter(compress.LevelZero, compress.LZ4)
-		if err := w.Compress(b.Buf[start:]); err != nil {
-			return c.fail("compress", err)
-		}
-		b.Buf = append(b.Buf[:start], w.Data...)
+	// The empty block that ends the (absent) external tables.
+	if err := c.putData(0, nil); err != nil {
+		return c.fail("send query", err)
 	}
 	if err := c.flush(); err != nil {
 		return c.fail("send query", err)
@@ -306,32 +298,47 @@ func (c *client) query(sql string, settings []Setting, res proto.Results, onBloc
 			}
 		case proto.ServerCodeException:
 			return c.exception()
-		case proto.ServerCodeProgress:
-			var p proto.Progress
-			if err := p.DecodeAware(c.r, c.version); err != nil {
-				return c.fail("decode progress", err)
-			}
-		case proto.ServerCodeProfile:
-			var p proto.Profile
-			if err := p.DecodeAware(c.r, c.version); err != nil {
-				return c.fail("decode profile", err)
-			}
-		case proto.ServerCodeLog:
-			// Server logs come as an uncompressed block.
-			if _, err := c.rawBlock(nil, false); err != nil {
-				return err
-			}
-		case proto.ServerCodeTableColumns:
-			var tc proto.TableColumns
-			if err := tc.DecodeAware(c.r, c.version); err != nil {
-				return c.fail("decode table columns", err)
-			}
 		case proto.ServerCodeEndOfStream:
 			return nil
 		default:
-			return c.fail("read packet", fmt.Errorf("unexpected packet %d", code))
+			if err := c.skipInfo(code); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// skipInfo reads past a packet that carries no rows (progress, profile,
+// server logs, the table's column defaults); any other packet is one this
+// client does not know.
+func (c *client) skipInfo(code proto.ServerCode) error {
+	switch code {
+	case proto.ServerCodeProgress:
+		var p proto.Progress
+		if err := p.DecodeAware(c.r, c.version); err != nil {
+			return c.fail("decode progress", err)
+		}
+	case proto.ServerCodeProfile:
+		var p proto.Profile
+		if err := p.DecodeAware(c.r, c.version); err != nil {
+			return c.fail("decode profile", err)
+		}
+	case proto.ServerCodeLog:
+		// Server logs come as an uncompressed block.
+		if _, err := c.rawBlock(nil, false); err != nil {
+			return err
+		}
+	case proto.ServerCodeTableColumns:
+		// The columns' defaults (revision 54410 and later), sent before
+		// an INSERT's header: the server fills what it leaves out.
+		var tc proto.TableColumns
+		if err := tc.DecodeAware(c.r, c.version); err != nil {
+			return c.fail("decode table columns", err)
+		}
+	default:
+		return c.fail("read packet", fmt.Errorf("unexpected packet %d", code))
+	}
+	return nil
 }
 
 // block decodes a data block (compressed when asked) into target; a nil

@@ -49,53 +49,38 @@ func OpenInsert(ctx context.Context, o Options, sql string, settings []Setting) 
 	// As Query: a cancelled context closes the connection, which ends a
 	// pending write or read; the server then drops the INSERT.
 	in.stop = context.AfterFunc(ctx, func() { _ = c.conn.Close() })
-	fail := func(err error) (*Insert, error) {
-		in.stop()
-		_ = c.conn.Close()
-		if ctx.Err() != nil {
-			var ex *Exception
-			if !errors.As(err, &ex) {
-				return nil, ctx.Err()
-			}
+	cols, err := c.openInsert(sql, settings)
+	if err != nil {
+		in.finish()
+		var ex *Exception
+		if ctx.Err() != nil && !errors.As(err, &ex) {
+			return nil, ctx.Err()
 		}
 		return nil, err
 	}
+	in.Columns = cols
+	return in, nil
+}
+
+// openInsert sends the INSERT and reads packets up to its header.
+func (c *client) openInsert(sql string, settings []Setting) ([]Column, error) {
 	if err := c.sendQuery(sql, settings); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	for {
 		code, err := c.packet()
 		if err != nil {
-			return fail(c.fail("read insert header", err))
+			return nil, c.fail("read insert header", err)
 		}
 		switch code {
 		case proto.ServerCodeData:
-			cols, err := c.header()
-			if err != nil {
-				return fail(err)
-			}
-			in.Columns = cols
-			return in, nil
+			return c.header()
 		case proto.ServerCodeException:
-			return fail(c.exception())
-		case proto.ServerCodeTableColumns:
-			// The columns' defaults (revision 54410 and later): the
-			// server fills what the INSERT leaves out, nothing to do here.
-			var tc proto.TableColumns
-			if err := tc.DecodeAware(c.r, c.version); err != nil {
-				return fail(c.fail("decode table columns", err))
-			}
-		case proto.ServerCodeProgress:
-			var p proto.Progress
-			if err := p.DecodeAware(c.r, c.version); err != nil {
-				return fail(c.fail("decode progress", err))
-			}
-		case proto.ServerCodeLog:
-			if _, err := c.rawBlock(nil, false); err != nil {
-				return fail(err)
-			}
+			return nil, c.exception()
 		default:
-			return fail(c.fail("read insert header", fmt.Errorf("unexpected packet %d", code)))
+			if err := c.skipInfo(code); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
@@ -165,6 +150,19 @@ func (in *Insert) Write(rows int, input proto.Input) error {
 
 // sendData writes one data packet holding a block of rows.
 func (c *client) sendData(rows int, input proto.Input) error {
+	if err := c.putData(rows, input); err != nil {
+		return err
+	}
+	if err := c.flush(); err != nil {
+		return c.fail("send block", err)
+	}
+	return nil
+}
+
+// putData appends to c.buf a data packet holding a block of rows: no
+// columns and no rows is the empty block that ends a query's external
+// tables or an INSERT's data.
+func (c *client) putData(rows int, input proto.Input) error {
 	b := &c.buf
 	proto.ClientCodeData.Encode(b)
 	proto.ClientData{}.EncodeAware(b, c.version)
@@ -192,9 +190,6 @@ func (c *client) sendData(rows int, input proto.Input) error {
 			raw = raw[n:]
 		}
 	}
-	if err := c.flush(); err != nil {
-		return c.fail("send block", err)
-	}
 	return nil
 }
 
@@ -219,27 +214,10 @@ func (in *Insert) Close() error {
 			return nil
 		case proto.ServerCodeException:
 			return in.abortWith(in.c.exception())
-		case proto.ServerCodeProgress:
-			var p proto.Progress
-			if err := p.DecodeAware(in.c.r, in.c.version); err != nil {
-				return in.abortWith(in.c.fail("decode progress", err))
-			}
-		case proto.ServerCodeProfile:
-			var p proto.Profile
-			if err := p.DecodeAware(in.c.r, in.c.version); err != nil {
-				return in.abortWith(in.c.fail("decode profile", err))
-			}
-		case proto.ServerCodeLog:
-			if _, err := in.c.rawBlock(nil, false); err != nil {
+		default:
+			if err := in.c.skipInfo(code); err != nil {
 				return in.abortWith(err)
 			}
-		case proto.ServerCodeTableColumns:
-			var tc proto.TableColumns
-			if err := tc.DecodeAware(in.c.r, in.c.version); err != nil {
-				return in.abortWith(in.c.fail("decode table columns", err))
-			}
-		default:
-			return in.abortWith(in.c.fail("read insert end", fmt.Errorf("unexpected packet %d", code)))
 		}
 	}
 }

@@ -120,8 +120,12 @@ type insertCol interface {
 	reset()
 }
 
-// typed is an insertCol of ch-go column c, taking []T and T.
-type typed[T any] struct{ c proto.ColumnOf[T] }
+// typed is an insertCol of ch-go column c, taking []T and T; check, when
+// set, refuses a value before it is appended.
+type typed[T any] struct {
+	c     proto.ColumnOf[T]
+	check func(T) error
+}
 
 func (t typed[T]) data() proto.ColInput { return t.c }
 func (t typed[T]) reset()               { t.c.Reset() }
@@ -129,6 +133,13 @@ func (t typed[T]) appendSlice(v any) error {
 	s, ok := v.([]T)
 	if !ok {
 		return fmt.Errorf("cannot append %T", v)
+	}
+	if t.check != nil {
+		for _, x := range s {
+			if err := t.check(x); err != nil {
+				return err
+			}
+		}
 	}
 	t.c.AppendArr(s)
 	return nil
@@ -138,46 +149,22 @@ func (t typed[T]) appendValue(v any) error {
 	if !ok {
 		return fmt.Errorf("cannot append %T", v)
 	}
+	if t.check != nil {
+		if err := t.check(x); err != nil {
+			return err
+		}
+	}
 	t.c.Append(x)
 	return nil
 }
 
-// dateTimes is a DateTime column. A time outside DateTime's range is an
-// error, as in the driver, not a value wrapped around 2^32 seconds.
-type dateTimes struct{ c *proto.ColDateTime }
-
-func (d dateTimes) data() proto.ColInput { return d.c }
-func (d dateTimes) reset()               { d.c.Reset() }
-func (d dateTimes) appendSlice(v any) error {
-	s, ok := v.([]time.Time)
-	if !ok {
-		return fmt.Errorf("cannot append %T", v)
-	}
-	for _, t := range s {
-		if err := d.append(t); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-func (d dateTimes) appendValue(v any) error {
-	t, ok := v.(time.Time)
-	if !ok {
-		return fmt.Errorf("cannot append %T", v)
-	}
-	return d.append(t)
-}
-
-func (d dateTimes) append(t time.Time) error {
-	if t.IsZero() {
-		d.c.AppendRaw(0)
-		return nil
-	}
-	u := t.Unix()
-	if u < 0 || u > math.MaxUint32 {
+// inDateTime refuses a time outside DateTime's range, as the driver does,
+// where ch-go would wrap it around 2^32 seconds. The zero time is stored as
+// 0, as ch-go stores it.
+func inDateTime(t time.Time) error {
+	if u := t.Unix(); !t.IsZero() && (u < 0 || u > math.MaxUint32) {
 		return fmt.Errorf("%s is outside DateTime's range", t.Format(time.RFC3339))
 	}
-	d.c.AppendRaw(proto.DateTime(u))
 	return nil
 }
 
@@ -186,33 +173,33 @@ func (d dateTimes) append(t time.Time) error {
 func newInsertCol(typ string) insertCol {
 	switch typ {
 	case "String":
-		return typed[string]{new(proto.ColStr)}
+		return typed[string]{c: new(proto.ColStr)}
 	case "LowCardinality(String)":
-		return typed[string]{proto.NewLowCardinality[string](new(proto.ColStr))}
+		return typed[string]{c: proto.NewLowCardinality[string](new(proto.ColStr))}
 	case "DateTime":
-		return dateTimes{new(proto.ColDateTime)}
+		return typed[time.Time]{new(proto.ColDateTime), inDateTime}
 	case "UInt8":
-		return typed[uint8]{new(proto.ColUInt8)}
+		return typed[uint8]{c: new(proto.ColUInt8)}
 	case "UInt16":
-		return typed[uint16]{new(proto.ColUInt16)}
+		return typed[uint16]{c: new(proto.ColUInt16)}
 	case "UInt32":
-		return typed[uint32]{new(proto.ColUInt32)}
+		return typed[uint32]{c: new(proto.ColUInt32)}
 	case "UInt64":
-		return typed[uint64]{new(proto.ColUInt64)}
+		return typed[uint64]{c: new(proto.ColUInt64)}
 	case "Int16":
-		return typed[int16]{new(proto.ColInt16)}
+		return typed[int16]{c: new(proto.ColInt16)}
 	case "Int32":
-		return typed[int32]{new(proto.ColInt32)}
+		return typed[int32]{c: new(proto.ColInt32)}
 	case "Int64":
-		return typed[int64]{new(proto.ColInt64)}
+		return typed[int64]{c: new(proto.ColInt64)}
 	case "Float64":
-		return typed[float64]{new(proto.ColFloat64)}
+		return typed[float64]{c: new(proto.ColFloat64)}
 	case "Array(String)":
-		return typed[[]string]{proto.NewArray[string](new(proto.ColStr))}
+		return typed[[]string]{c: proto.NewArray[string](new(proto.ColStr))}
 	case "Array(UInt32)":
-		return typed[[]uint32]{proto.NewArray[uint32](new(proto.ColUInt32))}
+		return typed[[]uint32]{c: proto.NewArray[uint32](new(proto.ColUInt32))}
 	case "Array(UInt64)":
-		return typed[[]uint64]{proto.NewArray[uint64](new(proto.ColUInt64))}
+		return typed[[]uint64]{c: proto.NewArray[uint64](new(proto.ColUInt64))}
 	}
 	return nil
 }

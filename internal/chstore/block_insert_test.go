@@ -2,6 +2,7 @@ package chstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
+
+	"github.com/kvtrail/kvtrail/internal/chblock"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/migrations"
@@ -278,5 +282,85 @@ WHERE database = currentDatabase() AND default_kind NOT IN ('MATERIALIZED', 'ALI
 		if err := chstore.OpenBlockInsert(ctx, s, table, names); err != nil {
 			t.Errorf("%s: %v", table, err)
 		}
+	}
+}
+
+// chblock's INSERT written block by block, below OpenInsert: the server's header names the
+// INSERT's columns with their types, the blocks written are stored once
+// Close returns, and a block the server refuses fails Close (or the write
+// after it) with the server's exception.
+func TestChblockInsert(t *testing.T) {
+	ctx := context.Background()
+	o := testdb.Options(t)
+	s := openStore(t, o)
+	table := "chblock_insert"
+	if err := s.ExecDDL(ctx, "CREATE TABLE "+table+" (n UInt64, s String, d String DEFAULT 'x') ENGINE = MergeTree ORDER BY n"); err != nil {
+		t.Fatal(err)
+	}
+	opts := func(t *testing.T, compress bool) chblock.Options {
+		return chblock.Options{Addrs: o.Addrs, Database: o.Database, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+			Compress: compress}
+	}
+	count := func() uint64 {
+		var n uint64
+		if err := s.QueryRow(ctx, "SELECT count() FROM "+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, compress := range []bool{false, true} {
+		before := count()
+		in, err := chblock.OpenInsert(ctx, opts(t, compress), "INSERT INTO "+table+" (s, n) VALUES", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []chblock.Column{{Name: "s", Type: "String"}, {Name: "n", Type: "UInt64"}}
+		if fmt.Sprint(in.Columns) != fmt.Sprint(want) {
+			t.Fatalf("header %v, want %v", in.Columns, want)
+		}
+		var s proto.ColStr
+		var n proto.ColUInt64
+		for b := range 3 {
+			s.Reset()
+			n.Reset()
+			for i := range 70_000 { // past one compressed frame
+				s.Append(strings.Repeat("ü", i%9))
+				n.Append(uint64(b*70_000 + i))
+			}
+			if err := in.Write(70_000, proto.Input{{Name: "s", Data: &s}, {Name: "n", Data: &n}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := in.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := count() - before; got != 210_000 {
+			t.Fatalf("compress=%v: %d rows stored, want 210000", compress, got)
+		}
+	}
+
+	in, err := chblock.OpenInsert(ctx, opts(t, false), "INSERT INTO "+table+" (n) VALUES", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrong proto.ColStr
+	wrong.Append("not a number")
+	err = in.Write(1, proto.Input{{Name: "n", Data: &wrong}})
+	if err == nil {
+		err = in.Close()
+	}
+	var ex *chblock.Exception
+	if !errors.As(err, &ex) {
+		t.Fatalf("a block of the wrong type: %v, want the server's exception", err)
+	}
+	t.Logf("refused: %v", ex)
+
+	if _, err := chblock.OpenInsert(ctx, opts(t, false), "INSERT INTO no_such_table_here (n) VALUES", nil); !errors.As(err, &ex) {
+		t.Fatalf("insert into a missing table: %v, want the server's exception", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := chblock.OpenInsert(cctx, opts(t, false), "INSERT INTO "+table+" (n) VALUES", nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
 	}
 }
