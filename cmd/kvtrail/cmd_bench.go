@@ -76,7 +76,7 @@ prints lines/s for both and their ratio.`,
 			}
 			defer closeFn()
 			w := cmd.OutOrStdout()
-			var ratios []float64
+			var ratios, cpuRatios []float64
 			for run := 1; run <= runs; run++ {
 				if run > 1 {
 					if err := bench.Reset(ctx, s); err != nil {
@@ -100,11 +100,16 @@ prints lines/s for both and their ratio.`,
 				fmt.Fprintf(w, "ratio kvtrail/baseline: %.2f   peak RSS: %.0f MB\n", res.Ratio(), float64(res.PeakRSSBytes)/1e6)
 				fmt.Fprintf(w, "server floor (ClickHouse re-storing kvtrail's rows, no client): %.2fs  ceiling ratio %.2f\n",
 					res.ServerFloor.Seconds(), res.CeilingRatio())
+				fmt.Fprintf(w, "CPU: kvtrail %.2fs + server %.2fs, baseline client %.2fs + server %.2fs  CPU ratio %.2f\n",
+					res.KvtrailCPU.Seconds(), res.KvtrailServerCPU.Seconds(), res.BaselineCPU.Seconds(), res.BaselineServerCPU.Seconds(), res.CPURatio())
 				ratios = append(ratios, res.Ratio())
+				cpuRatios = append(cpuRatios, res.CPURatio())
 			}
 			if runs > 1 {
 				slices.Sort(ratios)
+				slices.Sort(cpuRatios)
 				fmt.Fprintf(w, "== ratio over %d runs: median %.2f, min %.2f, max %.2f\n", runs, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1])
+				fmt.Fprintf(w, "== CPU ratio over %d runs: median %.2f, min %.2f, max %.2f\n", runs, cpuRatios[len(cpuRatios)/2], cpuRatios[0], cpuRatios[len(cpuRatios)-1])
 			}
 			return nil
 		},

@@ -24,7 +24,8 @@ import (
 type Store interface {
 	ingest.Store
 	BenchCreateBaseline(ctx context.Context) error
-	BenchLoadBaseline(ctx context.Context, addr string, tsv io.Reader) error
+	BenchLoadBaseline(ctx context.Context, addr string, tsv io.Reader) (time.Duration, error)
+	BenchServerCPU(ctx context.Context) (time.Duration, error)
 	BenchBaselineRows(ctx context.Context) (uint64, error)
 	BenchDropBaseline(ctx context.Context) error
 	BenchResetIngest(ctx context.Context) error
@@ -48,6 +49,13 @@ type IngestResult struct {
 	BaselineRows uint64
 	// PeakRSSBytes is this process's peak resident set size (VmHWM).
 	PeakRSSBytes uint64
+	// CPU time (user + system) of each side: kvtrail's process while it
+	// ingests, clickhouse-client's, and the server's query threads during
+	// each (system.events). Wall time on two shared cores moves with the
+	// machine; CPU moves less, and the two sides' CPU ratio shows whether
+	// a change in Ratio is kvtrail's or the machine's.
+	KvtrailCPU, KvtrailServerCPU   time.Duration
+	BaselineCPU, BaselineServerCPU time.Duration
 	// ServerFloor is what ClickHouse alone spends storing the rows kvtrail
 	// wrote: re-inserting them table to table inside the server, minus
 	// reading them (see Ingest). No client, parsing or network is in it.
@@ -75,6 +83,17 @@ func (r IngestResult) BaselineLinesPerSec() float64 {
 // Ratio is kvtrail's throughput over the baseline's.
 func (r IngestResult) Ratio() float64 { return r.LinesPerSec() / r.BaselineLinesPerSec() }
 
+// CPURatio is the same comparison in CPU: the baseline's CPU (client and
+// server) over kvtrail's (process and server) for the same lines, so 1
+// would be as cheap as clickhouse-client's raw load.
+func (r IngestResult) CPURatio() float64 {
+	k := r.KvtrailCPU + r.KvtrailServerCPU
+	if k <= 0 {
+		return 0
+	}
+	return float64(r.BaselineCPU+r.BaselineServerCPU) / float64(k)
+}
+
 // Ingest ingests sources with kvtrail, then loads the same records' raw
 // text with clickhouse-client (addr is its native endpoint) into a plain
 // MergeTree table, and times both. The baseline is the floor of what any
@@ -82,12 +101,21 @@ func (r IngestResult) Ratio() float64 { return r.LinesPerSec() / r.BaselineLines
 // tables; its input is prepared beforehand and not timed.
 func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, opts ingest.Options) (IngestResult, error) {
 	var res IngestResult
+	server0, err := s.BenchServerCPU(ctx)
+	if err != nil {
+		return res, err
+	}
+	self0 := processCPU()
 	start := time.Now()
 	opts.Force = true
 	sum, err := ingest.New(s, opts).Ingest(ctx, sources)
 	res.Kvtrail = time.Since(start)
 	if err != nil {
 		return res, fmt.Errorf("kvtrail ingest: %w", err)
+	}
+	res.KvtrailCPU = processCPU() - self0
+	if res.KvtrailServerCPU, err = serverCPUSince(ctx, s, server0); err != nil {
+		return res, err
 	}
 	res.Sources, res.Records, res.Bytes = len(sum.Sources), sum.Total.Records, sum.Total.Bytes
 	res.PeakRSSBytes = PeakRSS()
@@ -109,11 +137,17 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 	if err := s.BenchCreateBaseline(ctx); err != nil {
 		return res, err
 	}
+	if server0, err = s.BenchServerCPU(ctx); err != nil {
+		return res, err
+	}
 	start = time.Now()
-	if err := s.BenchLoadBaseline(ctx, addr, tsv); err != nil {
+	if res.BaselineCPU, err = s.BenchLoadBaseline(ctx, addr, tsv); err != nil {
 		return res, err
 	}
 	res.Baseline = time.Since(start)
+	if res.BaselineServerCPU, err = serverCPUSince(ctx, s, server0); err != nil {
+		return res, err
+	}
 	if res.BaselineRows, err = s.BenchBaselineRows(ctx); err != nil {
 		return res, err
 	}
@@ -122,6 +156,12 @@ func Ingest(ctx context.Context, s Store, addr string, sources []ingest.Source, 
 		return res, fmt.Errorf("server floor: %w", err)
 	}
 	return res, nil
+}
+
+// serverCPUSince is the server's query-thread CPU since the reading from.
+func serverCPUSince(ctx context.Context, s Store, from time.Duration) (time.Duration, error) {
+	now, err := s.BenchServerCPU(ctx)
+	return max(now-from, 0), err
 }
 
 // Reset empties every table an ingest writes, so another run starts from

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -42,6 +43,16 @@ func TestIngestBenchmark(t *testing.T) {
 	}
 	if r := res.Ratio(); r <= 0 || r != res.LinesPerSec()/res.BaselineLinesPerSec() {
 		t.Fatalf("ratio %v", r)
+	}
+	// Each side's CPU is measured: kvtrail's process, clickhouse-client's,
+	// and the server's query threads during each (the server is shared
+	// with other test packages, so only their presence is checked).
+	if res.KvtrailCPU <= 0 || res.KvtrailServerCPU <= 0 || res.BaselineCPU <= 0 || res.BaselineServerCPU <= 0 {
+		t.Fatalf("CPU times must all be measured: kvtrail %v + server %v, baseline %v + server %v",
+			res.KvtrailCPU, res.KvtrailServerCPU, res.BaselineCPU, res.BaselineServerCPU)
+	}
+	if want := (res.BaselineCPU + res.BaselineServerCPU).Seconds() / (res.KvtrailCPU + res.KvtrailServerCPU).Seconds(); math.Abs(res.CPURatio()-want) > 1e-9 {
+		t.Fatalf("CPU ratio %v, want %v", res.CPURatio(), want)
 	}
 	var left uint64
 	if err := s.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name LIKE 'bench_%'").Scan(&left); err != nil {

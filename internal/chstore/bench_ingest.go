@@ -33,11 +33,12 @@ func (s *Store) BenchDropBaseline(ctx context.Context) error {
 
 // BenchLoadBaseline loads tsv (one TabSeparated line per row) into the
 // baseline table with clickhouse-client talking to addr (host:port,
-// native): the client that kvtrail's ingest is compared with.
-func (s *Store) BenchLoadBaseline(ctx context.Context, addr string, tsv io.Reader) error {
+// native): the client that kvtrail's ingest is compared with. It returns
+// the CPU time (user + system) clickhouse-client spent.
+func (s *Store) BenchLoadBaseline(ctx context.Context, addr string, tsv io.Reader) (time.Duration, error) {
 	host, port, ok := strings.Cut(addr, ":")
 	if !ok {
-		return fmt.Errorf("clickhouse address %q is not host:port", addr)
+		return 0, fmt.Errorf("clickhouse address %q is not host:port", addr)
 	}
 	cmd := exec.CommandContext(ctx, "clickhouse-client", "--host", host, "--port", port,
 		"--query", "INSERT INTO "+quoteIdent(s.db)+".bench_baseline (line) FORMAT TabSeparated")
@@ -45,9 +46,23 @@ func (s *Store) BenchLoadBaseline(ctx context.Context, addr string, tsv io.Reade
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("clickhouse-client baseline load: %w: %s", err, strings.TrimSpace(stderr.String()))
+		return 0, fmt.Errorf("clickhouse-client baseline load: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return nil
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
+}
+
+// BenchServerCPU is the CPU time (user + system) the server's query
+// threads have spent since it started, from system.events: read before
+// and after a load, the difference is what the server spent on it (and on
+// anything else it ran meanwhile, so the bench wants a quiet server).
+// Merges in the background pool are not in it on 18.16.
+func (s *Store) BenchServerCPU(ctx context.Context) (time.Duration, error) {
+	var us uint64
+	err := s.QueryRow(ctx, "SELECT sum(value) FROM system.events WHERE event IN ('UserTimeMicroseconds', 'SystemTimeMicroseconds')").Scan(&us)
+	if err != nil {
+		return 0, fmt.Errorf("server CPU from system.events: %w", err)
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }
 
 // BenchBaselineRows is how many rows the baseline table holds.
