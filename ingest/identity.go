@@ -225,7 +225,7 @@ type identity struct {
 // identify finds a file's stream and where to continue it: the verified
 // checkpoint of the stream that reaches furthest. forcedSince (a forced
 // run) discards offsets saved before it but keeps the stream.
-func identify(ctx context.Context, s Store, src Source, path string, forcedSince uint64) (identity, error) {
+func identify(ctx context.Context, s Store, src Source, path string, forcedSince uint64, legacy legacySet) (identity, error) {
 	head, _, err := prefixScan(path, headBytes, nil)
 	if err != nil {
 		return identity{}, err
@@ -281,6 +281,9 @@ func identify(ctx context.Context, s Store, src Source, path string, forcedSince
 	id.key = sourceKey(src.Node, src.Path, id.stream)
 	id.cp = checkpoint{SourceID: id.key}
 	if best == nil {
+		if !legacy.mayHave(src.Node, src.Path) {
+			return id, nil
+		}
 		return legacyIdentity(ctx, s, src, path, id, forcedSince)
 	}
 	if forcedSince > 0 && best.Version < forcedSince {
@@ -308,6 +311,55 @@ func identify(ctx context.Context, s Store, src Source, path string, forcedSince
 	}
 	id.cp.File = best.File
 	return id, nil
+}
+
+// legacyLister is a store that lists, in one query, the node and path of
+// every source saved before file_checkpoints existed (internal/chstore).
+type legacyLister interface {
+	LegacySourcePaths(ctx context.Context) ([]NodePath, error)
+}
+
+// NodePath names a file source by its node and configured path.
+type NodePath struct{ Node, Path string }
+
+// legacySet is the node and path of every source saved before
+// file_checkpoints existed, read when a run starts. Without it each file
+// with no checkpoint of its own asked the store for legacy checkpoints
+// before it was read: a query of a few milliseconds of server time and
+// up to ten of wall per source, almost always answered with nothing.
+// Reading the set once is safe because no writer creates such rows any
+// more (they only go away, when their file is continued); the rows of a
+// source being saved right now, in ingest_sources and not yet in
+// file_checkpoints, are not legacy (their id is not their file's digest,
+// which legacyIdentity checks) and are rightly left out. A nil set means
+// the store could not list them: every file asks, as before.
+type legacySet map[NodePath]struct{}
+
+// loadLegacySet reads the set, or returns nil when the store cannot list
+// it (a failure here is left to the per-file query to report).
+func loadLegacySet(ctx context.Context, s Store) legacySet {
+	l, ok := s.(legacyLister)
+	if !ok {
+		return nil
+	}
+	paths, err := l.LegacySourcePaths(ctx)
+	if err != nil {
+		return nil
+	}
+	set := make(legacySet, len(paths))
+	for _, p := range paths {
+		set[p] = struct{}{}
+	}
+	return set
+}
+
+// mayHave reports whether node and path may have legacy checkpoints.
+func (l legacySet) mayHave(node, path string) bool {
+	if l == nil {
+		return true
+	}
+	_, ok := l[NodePath{node, path}]
+	return ok
 }
 
 // legacyIdentity continues a file ingested before file_checkpoints existed

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -352,6 +353,81 @@ func TestFileIngestedBeforeStreamsContinues(t *testing.T) {
 	}
 	if got := count(t, s, q, ref, size, ingest.LineID(legacy, int64(size))); got != 1 {
 		t.Error("the first new line does not have the id the old scheme gives it")
+	}
+}
+
+// legacyCounting counts the per-file legacy lookups a run makes.
+type legacyCounting struct {
+	*chstore.Store
+	calls atomic.Int64
+}
+
+func (c *legacyCounting) LegacySourceCheckpoints(ctx context.Context, node, path string) ([]ingest.LegacySource, error) {
+	c.calls.Add(1)
+	return c.Store.LegacySourceCheckpoints(ctx, node, path)
+}
+
+// noLegacyList is a store that cannot list legacy paths in one query.
+type noLegacyList struct{ ingest.Store }
+
+// A run reads which paths have pre-0004 checkpoints once, and only those
+// files ask for them: none on a fresh database, the one file that has
+// them otherwise, which still continues under its old id. A store that
+// cannot list them gets the per-file question for every file, as before.
+func TestLegacyCheckpointsAskedOnlyWhereTheyExist(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	dir := t.TempDir()
+	var sources []ingest.Source
+	for i := range 4 {
+		p := filepath.Join(dir, fmt.Sprintf("app%d.log", i))
+		writeLines(t, p, i*1000, i*1000+500)
+		sources = append(sources, src(p))
+	}
+	c := &legacyCounting{Store: s}
+	if _, err := ingest.New(c, ingest.Options{}).Ingest(ctx, sources); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.calls.Load(); n != 0 {
+		t.Fatalf("fresh database: %d per-file legacy lookups, want 0", n)
+	}
+
+	// The same files on a store that cannot list: every file asks.
+	c2 := &legacyCounting{Store: testdb.New(t)}
+	if _, err := ingest.New(noLegacyList{c2}, ingest.Options{}).Ingest(ctx, sources); err != nil {
+		t.Fatal(err)
+	}
+	if n := c2.calls.Load(); n != int64(len(sources)) {
+		t.Fatalf("without the list: %d per-file legacy lookups, want %d", n, len(sources))
+	}
+
+	// A pre-0004 checkpoint for one new file: it alone asks, and resumes.
+	p := filepath.Join(dir, "old.log")
+	writeLines(t, p, 9000, 9400)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	legacy, size := hex.EncodeToString(sum[:]), uint64(len(b))
+	err = s.Exec(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
+ malformed, bytes, committed_offset, size, complete, updated_at, version) SELECT ?, ?, 'n1', 'decode', 'sglang', now(), now(), 400, 400, 0, 0, ?, ?, ?, 1, now(), 1`,
+		legacy, p, size, size, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, p, 9400, 9500)
+	c.calls.Store(0)
+	sumRun, err := ingest.New(c, ingest.Options{}).Ingest(ctx, append(sources, src(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.calls.Load(); n != 1 {
+		t.Fatalf("one legacy file among %d: %d per-file legacy lookups, want 1", len(sources)+1, n)
+	}
+	if r := sumRun.Sources[len(sources)]; r.SourceID != legacy || r.ResumedFrom != int64(size) || r.Records != 500 {
+		// Records counts the source's lines: the 400 saved and 100 new.
+		t.Fatalf("legacy file: %+v; want source %s resumed from %d with 500 records", r, legacy, size)
 	}
 }
 

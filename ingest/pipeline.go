@@ -112,6 +112,10 @@ type Ingester struct {
 	forcedSince uint64
 	// claims are the run's source claims when it is one worker of several.
 	claims *claimSet
+	// legacy lists the node and path of every source saved before
+	// file_checkpoints existed, read once per run; nil when the store
+	// cannot list them, and then every file asks (see legacySet).
+	legacy legacySet
 	// readSlots, with claims, bounds the sources read at once to Workers
 	// while twice as many goroutines claim: a claim waits its settle
 	// window, which would otherwise leave a reader idle for every source.
@@ -207,9 +211,10 @@ func (in *Ingester) run(ctx context.Context, sources []Source, opts Options, cs 
 	if opts.Force {
 		forcedSince = uint64(start.UnixNano())
 	}
+	legacy := loadLegacySet(ctx, in.store)
 	earlier := map[int]SourceResult{} // committed by a failed attempt
 	for failed := 0; ; failed++ {
-		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts, forcedSince: forcedSince, claims: cs}).attempt(ctx, sources)
+		sum, retry, progress, err := (&Ingester{store: in.store, opts: opts, forcedSince: forcedSince, claims: cs, legacy: legacy}).attempt(ctx, sources)
 		for i, r := range sum.Sources {
 			if e, ok := earlier[i]; ok && r.State == "skipped" {
 				sum.Sources[i] = e // finished by this run, before the retry
@@ -391,7 +396,7 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		return res, fmt.Errorf("stat: %w", err)
 	}
 	size := st.Size()
-	id, err := identify(ctx, in.store, src, path, in.forcedSince)
+	id, err := identify(ctx, in.store, src, path, in.forcedSince, in.legacy)
 	if err != nil {
 		return res, err
 	}
@@ -409,7 +414,7 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		// before (or finished it meanwhile) may have committed more since
 		// it was read above.
 		key := id.key
-		if id, err = identify(ctx, in.store, src, path, in.forcedSince); err != nil {
+		if id, err = identify(ctx, in.store, src, path, in.forcedSince, in.legacy); err != nil {
 			if held {
 				cs.end(ctx, key, false)
 			}

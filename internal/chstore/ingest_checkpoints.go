@@ -97,6 +97,25 @@ func (s IngestStatements) LegacySourceCheckpoints(ctx context.Context, node, pat
 	return out, nil
 }
 
+// LegacySourcePaths is the node and path of every source that
+// LegacySourceCheckpoints could return anything for: an ingest_sources row
+// whose (node, source_id) has no file_checkpoints row. Ingest reads it once
+// per run instead of asking per file.
+func (s IngestStatements) LegacySourcePaths(ctx context.Context) ([]ingest.NodePath, error) {
+	var nodes, paths []string
+	q := `SELECT groupArray(node), groupArray(path) FROM (
+ SELECT DISTINCT node, path FROM ingest_sources
+ WHERE (node, source_id) GLOBAL NOT IN (SELECT node, source_id FROM file_checkpoints))`
+	if err := s.c.QueryRow(ctx, q).Scan(&nodes, &paths); err != nil {
+		return nil, fmt.Errorf("legacy source paths: %w", err)
+	}
+	out := make([]ingest.NodePath, len(nodes))
+	for i := range nodes {
+		out[i] = ingest.NodePath{Node: nodes[i], Path: paths[i]}
+	}
+	return out, nil
+}
+
 // SaveSourceCheckpoints writes every checkpoint's ingest_sources row (the
 // completeness report) in one insert.
 func (s IngestStatements) SaveSourceCheckpoints(ctx context.Context, cps []ingest.Checkpoint, now time.Time, version uint64) error {

@@ -45,6 +45,11 @@ func (s *Store) FileCheckpointCandidates(ctx context.Context, node string, headL
 	return s.ingest().FileCheckpointCandidates(ctx, node, headLen, headDigest)
 }
 
+// LegacySourcePaths: see IngestStatements.LegacySourcePaths.
+func (s *Store) LegacySourcePaths(ctx context.Context) ([]ingest.NodePath, error) {
+	return s.ingest().LegacySourcePaths(ctx)
+}
+
 // LegacySourceCheckpoints: see IngestStatements.LegacySourceCheckpoints.
 func (s *Store) LegacySourceCheckpoints(ctx context.Context, node, path string) ([]ingest.LegacySource, error) {
 	return s.ingest().LegacySourceCheckpoints(ctx, node, path)
