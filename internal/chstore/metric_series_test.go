@@ -111,3 +111,59 @@ func TestMetricSeriesBackfillAndReadThrough(t *testing.T) {
 		t.Fatalf("another metric: %d samples, err %v; want none", n, err)
 	}
 }
+
+// Migration 0016 turns metric_samples.source into LowCardinality(String):
+// samples stored before it read back with the same sources, and samples
+// written after it store theirs.
+func TestMetricSampleSourceBecomesLowCardinality(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.Empty(t)
+	if _, err := newMigrator(t, s, migrationsBefore(t, "0016")).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
+	cols := strings.Fields("ts ts_ms node name series_id value source ingested_at")
+	write := func(from int, sources ...string) {
+		t.Helper()
+		x, err := s.OpenInsert(ctx, "metric_samples", cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, src := range sources {
+			ts := t0.Add(time.Duration(from+i) * time.Minute)
+			if err := x.AppendRow(ts, uint64(ts.UnixMilli()), "prefill-0", "sglang:context_len", uint64(7), float64(i), src, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := x.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sourceType := func() string {
+		t.Helper()
+		var typ string
+		if err := s.QueryRow(ctx, "SELECT type FROM system.columns WHERE database = currentDatabase() AND table = 'metric_samples' AND name = 'source'").Scan(&typ); err != nil {
+			t.Fatal(err)
+		}
+		return typ
+	}
+	write(0, "/var/log/a.prom", "", "scrape http://10.0.0.1:30000/metrics", "/var/log/a.prom")
+	if typ := sourceType(); typ != "String" {
+		t.Fatalf("before 0016 source is %s, want String", typ)
+	}
+	if _, err := newMigrator(t, s, nil).Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if typ := sourceType(); typ != "LowCardinality(String)" {
+		t.Fatalf("after 0016 source is %s, want LowCardinality(String)", typ)
+	}
+	write(4, "import prometheus", "/var/log/a.prom")
+	var got []string
+	if err := s.QueryRow(ctx, "SELECT groupArray(source) FROM (SELECT source FROM metric_samples ORDER BY ts)").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := "/var/log/a.prom||scrape http://10.0.0.1:30000/metrics|/var/log/a.prom|import prometheus|/var/log/a.prom"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("sources = %q, want %q", strings.Join(got, "|"), want)
+	}
+}

@@ -786,3 +786,11 @@ CREATE TABLE IF NOT EXISTS kvtrail.replay_parts ON CLUSTER kvtrail_cluster AS kv
 -- 0015_finding_keys_written.sql;
 
 DROP TABLE IF EXISTS kvtrail.finding_keys_mv_local ON CLUSTER kvtrail_cluster;
+
+-- 0016_metric_sample_source_lc.sql;
+
+ALTER TABLE kvtrail.metric_samples_local ON CLUSTER kvtrail_cluster MODIFY COLUMN source LowCardinality(String);
+
+DROP TABLE IF EXISTS kvtrail.metric_samples ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.metric_samples ON CLUSTER kvtrail_cluster AS kvtrail.metric_samples_local ENGINE = Distributed(kvtrail_cluster, kvtrail, metric_samples_local, cityHash64(node));

@@ -718,3 +718,7 @@ SETTINGS index_granularity = 8192;
 -- 0015_finding_keys_written.sql;
 
 DROP TABLE IF EXISTS kvtrail.finding_keys_mv;
+
+-- 0016_metric_sample_source_lc.sql;
+
+ALTER TABLE kvtrail.metric_samples  MODIFY COLUMN source LowCardinality(String);
