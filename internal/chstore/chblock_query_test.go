@@ -1,4 +1,7 @@
-package chblock_test
+package chstore_test
+
+// The block reader's protocol tests (internal/chblock): kvtrail's SQL,
+// these probes of system.numbers included, is written in this package.
 
 import (
 	"context"
@@ -17,25 +20,23 @@ import (
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
-
-func opts(t *testing.T, compress bool) chblock.Options {
+func chblockOpts(t *testing.T, compress bool) chblock.Options {
 	return chblock.Options{Addrs: []string{testdb.Addr(t)}, Database: "default", DialTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, Compress: compress}
 }
 
-// rowsSQL spans several blocks (65,536 rows each by default), repeats its
+// chblockRowsSQL spans several blocks (65,536 rows each by default), repeats its
 // LowCardinality and interned values across them, and holds the edge
 // values of each type: empty and multi-byte strings, negative and extreme
 // integers.
-const rowsSQL = `SELECT number AS n, toInt16(toInt16(number % 700) - 350) AS i,
+const chblockRowsSQL = `SELECT number AS n, toInt16(toInt16(number % 700) - 350) AS i,
  toLowCardinality(if(number % 11 = 0, '', concat('node-', toString(number % 13)))) AS lc,
  if(number % 5 = 0, '', concat('rid-ü-', toString(number), '\'"<x>')) AS s,
  concat('tenant-', toString(number % 3)) AS t,
  toFloat64(number) / 7 AS f, toUInt16(number % 600) AS u16, toUInt64(18446744073709551615 - number) AS big
 FROM system.numbers LIMIT 200003`
 
-type row struct {
+type blockRow struct {
 	n        uint64
 	i        int16
 	lc, s, t string
@@ -44,23 +45,23 @@ type row struct {
 	big      uint64
 }
 
-// driverRows reads rowsSQL through clickhouse-go: what the block reader
+// driverRows reads chblockRowsSQL through clickhouse-go: what the block reader
 // must give.
-func driverRows(t *testing.T) []row {
+func driverRows(t *testing.T) []blockRow {
 	t.Helper()
 	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{testdb.Addr(t)}, Auth: clickhouse.Auth{Database: "default"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	rows, err := conn.Query(context.Background(), rowsSQL)
+	rows, err := conn.Query(context.Background(), chblockRowsSQL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []row
+	var out []blockRow
 	for rows.Next() {
-		var r row
+		var r blockRow
 		if err := rows.Scan(&r.n, &r.i, &r.lc, &r.s, &r.t, &r.f, &r.u16, &r.big); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +73,7 @@ func driverRows(t *testing.T) []row {
 	return out
 }
 
-type cols struct {
+type blockCols struct {
 	n, big proto.ColUInt64
 	i      proto.ColInt16
 	lc, s  chblock.Str
@@ -81,24 +82,24 @@ type cols struct {
 	u16    proto.ColUInt16
 }
 
-func (c *cols) results() proto.Results {
+func (c *blockCols) results() proto.Results {
 	c.tn.Intern = true
 	return proto.Results{{Name: "n", Data: &c.n}, {Name: "i", Data: &c.i}, {Name: "lc", Data: &c.lc},
 		{Name: "s", Data: &c.s}, {Name: "t", Data: &c.tn}, {Name: "f", Data: &c.f}, {Name: "u16", Data: &c.u16},
 		{Name: "big", Data: &c.big}}
 }
 
-func blockRows(t *testing.T, o chblock.Options) ([]row, int) {
+func blockRows(t *testing.T, o chblock.Options) ([]blockRow, int) {
 	t.Helper()
 	var (
-		c      cols
-		out    []row
+		c      blockCols
+		out    []blockRow
 		blocks int
 	)
-	err := chblock.Query(context.Background(), o, rowsSQL, nil, c.results(), func(n int) error {
+	err := chblock.Query(context.Background(), o, chblockRowsSQL, nil, c.results(), func(n int) error {
 		blocks++
 		for i := range n {
-			out = append(out, row{c.n[i], c.i[i], c.lc.Row(i), c.s.Row(i), c.tn.Row(i), c.f[i], c.u16[i], c.big[i]})
+			out = append(out, blockRow{c.n[i], c.i[i], c.lc.Row(i), c.s.Row(i), c.tn.Row(i), c.f[i], c.u16[i], c.big[i]})
 		}
 		return nil
 	})
@@ -108,11 +109,11 @@ func blockRows(t *testing.T, o chblock.Options) ([]row, int) {
 	return out, blocks
 }
 
-func TestBlocksEqualTheDriversRows(t *testing.T) {
+func TestChblockBlocksEqualTheDriversRows(t *testing.T) {
 	want := driverRows(t)
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lz4=%v", compress), func(t *testing.T) {
-			got, blocks := blockRows(t, opts(t, compress))
+			got, blocks := blockRows(t, chblockOpts(t, compress))
 			if blocks < 3 {
 				t.Errorf("%d blocks: the test must cross block boundaries", blocks)
 			}
@@ -131,9 +132,9 @@ func TestBlocksEqualTheDriversRows(t *testing.T) {
 // A LowCardinality value is one string however many rows and blocks hold
 // it, and so is an interned plain value: reading them allocates nothing
 // per row.
-func TestRepeatedValuesAreShared(t *testing.T) {
+func TestChblockRepeatedValuesAreShared(t *testing.T) {
 	var (
-		c     cols
+		c     blockCols
 		first = map[string]string{}
 		same  = true
 	)
@@ -147,7 +148,7 @@ func TestRepeatedValuesAreShared(t *testing.T) {
 			same = false
 		}
 	}
-	err := chblock.Query(context.Background(), opts(t, false), rowsSQL, nil, c.results(), func(n int) error {
+	err := chblock.Query(context.Background(), chblockOpts(t, false), chblockRowsSQL, nil, c.results(), func(n int) error {
 		for i := range n {
 			check(c.lc.Row(i))
 			check(c.tn.Row(i))
@@ -165,9 +166,9 @@ func TestRepeatedValuesAreShared(t *testing.T) {
 	}
 }
 
-func TestServerErrorIsAnException(t *testing.T) {
+func TestChblockServerErrorIsAnException(t *testing.T) {
 	var n proto.ColUInt64
-	err := chblock.Query(context.Background(), opts(t, false), "SELECT number FROM no_such_table", nil, proto.Results{{Name: "number", Data: &n}}, func(int) error { return nil })
+	err := chblock.Query(context.Background(), chblockOpts(t, false), "SELECT number FROM no_such_table", nil, proto.Results{{Name: "number", Data: &n}}, func(int) error { return nil })
 	var ex *chblock.Exception
 	if !errors.As(err, &ex) || ex.Code != 60 {
 		t.Fatalf("err = %v, want exception 60 (unknown table)", err)
@@ -176,7 +177,7 @@ func TestServerErrorIsAnException(t *testing.T) {
 	if errors.As(err, &pe) {
 		t.Error("a server exception must not read as a protocol failure (it would trigger a fallback)")
 	}
-	o := opts(t, false)
+	o := chblockOpts(t, false)
 	o.User = "nobody_here"
 	if err := chblock.Query(context.Background(), o, "SELECT 1", nil, nil, nil); !errors.As(err, &ex) {
 		t.Fatalf("unknown user: err = %v, want an exception", err)
@@ -185,7 +186,7 @@ func TestServerErrorIsAnException(t *testing.T) {
 
 // Columns that do not match the query fail with a clear error, not a
 // protocol failure and not a silent misread.
-func TestColumnMismatch(t *testing.T) {
+func TestChblockColumnMismatch(t *testing.T) {
 	var s chblock.Str
 	var u proto.ColUInt32
 	for name, res := range map[string]proto.Results{
@@ -194,7 +195,7 @@ func TestColumnMismatch(t *testing.T) {
 		"count": {{Name: "number", Data: &u}, {Name: "x", Data: &s}},
 		"str":   {{Name: "number", Data: &s}},
 	} {
-		err := chblock.Query(context.Background(), opts(t, false), "SELECT number FROM system.numbers LIMIT 10", nil, res, func(int) error { return nil })
+		err := chblock.Query(context.Background(), chblockOpts(t, false), "SELECT number FROM system.numbers LIMIT 10", nil, res, func(int) error { return nil })
 		var pe *chblock.ProtocolError
 		if err == nil || errors.As(err, &pe) {
 			t.Errorf("%s mismatch: err = %v", name, err)
@@ -202,24 +203,24 @@ func TestColumnMismatch(t *testing.T) {
 	}
 }
 
-func TestCallbackErrorStopsTheRead(t *testing.T) {
+func TestChblockCallbackErrorStopsTheRead(t *testing.T) {
 	stop := errors.New("enough")
 	var n proto.ColUInt64
 	calls := 0
-	err := chblock.Query(context.Background(), opts(t, false), "SELECT number FROM system.numbers LIMIT 1000000", nil,
+	err := chblock.Query(context.Background(), chblockOpts(t, false), "SELECT number FROM system.numbers LIMIT 1000000", nil,
 		proto.Results{{Name: "number", Data: &n}}, func(int) error { calls++; return stop })
 	if err != stop || calls != 1 {
 		t.Fatalf("err = %v after %d calls, want the callback's error after one", err, calls)
 	}
 }
 
-func TestCancelStopsAnEndlessRead(t *testing.T) {
+func TestChblockCancelStopsAnEndlessRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var n proto.ColUInt64
 	rows := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- chblock.Query(ctx, opts(t, false), "SELECT number FROM system.numbers", nil, proto.Results{{Name: "number", Data: &n}},
+		done <- chblock.Query(ctx, chblockOpts(t, false), "SELECT number FROM system.numbers", nil, proto.Results{{Name: "number", Data: &n}},
 			func(k int) error {
 				if rows += k; rows > 100_000 {
 					cancel()
@@ -239,7 +240,7 @@ func TestCancelStopsAnEndlessRead(t *testing.T) {
 
 // Nothing listening, or something that is not ClickHouse: a protocol
 // failure before any block, which the store answers by falling back.
-func TestNotClickHouse(t *testing.T) {
+func TestChblockNotClickHouse(t *testing.T) {
 	garbage := testdb.NotClickHouse(t, "HTTP/1.1 400 Bad Request\r\n\r\n")
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := closed.Addr().String()
@@ -254,7 +255,7 @@ func TestNotClickHouse(t *testing.T) {
 	}
 	// The next address is tried when one refuses.
 	var n proto.ColUInt8
-	o := opts(t, false)
+	o := chblockOpts(t, false)
 	o.Addrs = append([]string{dead}, o.Addrs...)
 	if err := chblock.Query(context.Background(), o, "SELECT 1 AS one", nil, proto.Results{{Name: "one", Data: &n}}, func(int) error { return nil }); err != nil {
 		t.Errorf("second address: %v", err)
@@ -263,11 +264,11 @@ func TestNotClickHouse(t *testing.T) {
 
 // Settings reach the server: a statement longer than the default
 // max_query_size (256 KiB) runs with it raised, and fails without.
-func TestSettings(t *testing.T) {
+func TestChblockSettings(t *testing.T) {
 	long := "SELECT toUInt64(length([" + strings.Repeat("1,", 200_000) + "1])) AS x"
 	var x proto.ColUInt64
 	read := func(settings []chblock.Setting) error {
-		return chblock.Query(context.Background(), opts(t, false), long, settings, proto.Results{{Name: "x", Data: &x}}, func(int) error { return nil })
+		return chblock.Query(context.Background(), chblockOpts(t, false), long, settings, proto.Results{{Name: "x", Data: &x}}, func(int) error { return nil })
 	}
 	var ex *chblock.Exception
 	if err := read(nil); !errors.As(err, &ex) || ex.Code != 62 {
