@@ -314,6 +314,27 @@ func sameTablesExcept(t *testing.T, a, b *chstore.Store, skip ...string) {
 	compareTables(t, a, b, skip...)
 }
 
+// saveLegacyCheckpoint writes the checkpoint a kvtrail before migration
+// 0004 saved for the file at p on n1 (lines records, the whole file
+// committed): its source id the SHA-256 of the file, no file_checkpoints
+// row. It returns that id and the file's size.
+func saveLegacyCheckpoint(t *testing.T, s *chstore.Store, p string, lines uint64) (string, uint64) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	legacy, size := hex.EncodeToString(sum[:]), uint64(len(b))
+	err = s.Exec(context.Background(), `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
+ malformed, bytes, committed_offset, size, complete, updated_at, version) SELECT ?, ?, 'n1', 'decode', 'sglang', now(), now(), ?, ?, 0, 0, ?, ?, ?, 1, now(), 1`,
+		legacy, p, lines, lines, size, size, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return legacy, size
+}
+
 // A file ingested before migration 0004 (its source id and line ids the
 // SHA-256 of the whole file) keeps that id: unchanged it is skipped, grown
 // it continues from the saved offset with the same line ids.
@@ -323,19 +344,7 @@ func TestFileIngestedBeforeStreamsContinues(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "app.log")
 	writeLines(t, p, 0, 5000)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	legacy := hex.EncodeToString(sum[:])
-	size := uint64(len(b))
-	err = s.Exec(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
- malformed, bytes, committed_offset, size, complete, updated_at, version) SELECT ?, ?, 'n1', 'decode', 'sglang', now(), now(), 5000, 5000, 0, 0, ?, ?, ?, 1, now(), 1`,
-		legacy, p, size, size, size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	legacy, size := saveLegacyCheckpoint(t, s, p, 5000)
 	res, err := ingest.New(s, ingest.Options{}).IngestSource(ctx, src(p))
 	if err != nil || res.State != "skipped" || res.SourceID != legacy {
 		t.Fatalf("unchanged: state %s, source %s, %v; want skipped as %s", res.State, res.SourceID, err, legacy)
@@ -404,18 +413,7 @@ func TestLegacyCheckpointsAskedOnlyWhereTheyExist(t *testing.T) {
 	// A pre-0004 checkpoint for one new file: it alone asks, and resumes.
 	p := filepath.Join(dir, "old.log")
 	writeLines(t, p, 9000, 9400)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(b)
-	legacy, size := hex.EncodeToString(sum[:]), uint64(len(b))
-	err = s.Exec(ctx, `INSERT INTO ingest_sources (source_id, path, node, role, log_format, first_ts, last_ts, lines, parsed, unknown,
- malformed, bytes, committed_offset, size, complete, updated_at, version) SELECT ?, ?, 'n1', 'decode', 'sglang', now(), now(), 400, 400, 0, 0, ?, ?, ?, 1, now(), 1`,
-		legacy, p, size, size, size)
-	if err != nil {
-		t.Fatal(err)
-	}
+	legacy, size := saveLegacyCheckpoint(t, s, p, 400)
 	writeLines(t, p, 9400, 9500)
 	c.calls.Store(0)
 	sumRun, err := ingest.New(c, ingest.Options{}).Ingest(ctx, append(sources, src(p)))
