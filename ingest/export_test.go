@@ -88,3 +88,19 @@ func writeBlock(build func() []tableWrite) (tables []string, open func(context.C
 	}
 	return tables, open, fill
 }
+
+// CandidateCache is the run's checkpoint lookup cache (candidates.go),
+// for TestCandidateCache….
+type CandidateCache = candidateCache
+
+// NewCandidateCache returns the cache a run would use over s.
+func NewCandidateCache(s Store) *CandidateCache { return newCandidateCache(s) }
+
+// Lookup is identify's lookup for a file whose content starts with head.
+func (c *candidateCache) Lookup(ctx context.Context, node string, head []byte) ([]Checkpoint, error) {
+	return c.lookup(ctx, node, uint32(len(head)), hexSum(head))
+}
+
+// Saved is what the flusher tells the cache once a commit's checkpoints
+// are saved.
+func (c *candidateCache) Saved(cps []Checkpoint) { c.saved(cps) }

@@ -36,6 +36,10 @@ type flusher struct {
 	// onComplete, if set, is told of each source whose final checkpoint
 	// a commit saved.
 	onComplete func(ctx context.Context, sourceID string)
+	// onSaved, if set, is told of every checkpoint list a commit tried to
+	// save, once the save has returned (even with an error: some rows may
+	// be stored).
+	onSaved func(list []checkpoint)
 }
 
 func newFlusher(s Store, opts Options) *flusher {
@@ -150,7 +154,11 @@ func (w *window) commit(ctx context.Context) error {
 		for _, cp := range w.cps {
 			list = append(list, cp)
 		}
-		if err := saveCheckpoints(ctx, w.f.store, list); err != nil {
+		err := saveCheckpoints(ctx, w.f.store, list)
+		if w.f.onSaved != nil {
+			w.f.onSaved(list)
+		}
+		if err != nil {
 			return errWrite{err}
 		}
 		w.f.markCommitted(list)

@@ -88,9 +88,15 @@ type candidate struct {
 // loadCandidates returns the latest checkpoint of every file source on node
 // whose head the content starting with head could continue: the same full
 // head, or a shorter head (a file first read while it was short) that head
-// starts with.
-func loadCandidates(ctx context.Context, s Store, node string, head []byte) ([]candidate, error) {
-	cps, err := s.FileCheckpointCandidates(ctx, node, uint32(len(head)), hexSum(head))
+// starts with. They come from cache when it is not nil, else from s.
+func loadCandidates(ctx context.Context, s Store, cache *candidateCache, node string, head []byte) ([]candidate, error) {
+	var cps []Checkpoint
+	var err error
+	if cache != nil {
+		cps, err = cache.lookup(ctx, node, uint32(len(head)), hexSum(head))
+	} else {
+		cps, err = s.FileCheckpointCandidates(ctx, node, uint32(len(head)), hexSum(head))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read file checkpoints: %w", err)
 	}
@@ -224,13 +230,14 @@ type identity struct {
 
 // identify finds a file's stream and where to continue it: the verified
 // checkpoint of the stream that reaches furthest. forcedSince (a forced
-// run) discards offsets saved before it but keeps the stream.
-func identify(ctx context.Context, s Store, src Source, path string, forcedSince uint64, legacy legacySet) (identity, error) {
+// run) discards offsets saved before it but keeps the stream. cache, when
+// not nil, answers the checkpoint lookup (candidateCache).
+func identify(ctx context.Context, s Store, cache *candidateCache, src Source, path string, forcedSince uint64, legacy legacySet) (identity, error) {
 	head, _, err := prefixScan(path, headBytes, nil)
 	if err != nil {
 		return identity{}, err
 	}
-	cands, err := loadCandidates(ctx, s, src.Node, head)
+	cands, err := loadCandidates(ctx, s, cache, src.Node, head)
 	if err != nil {
 		return identity{}, err
 	}

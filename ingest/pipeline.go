@@ -116,6 +116,9 @@ type Ingester struct {
 	// file_checkpoints existed, read once per run; nil when the store
 	// cannot list them, and then every file asks (see legacySet).
 	legacy legacySet
+	// cands answers the files' checkpoint lookups, one read per node per
+	// attempt; nil when the store cannot list a node's (candidateCache).
+	cands *candidateCache
 	// readSlots, with claims, bounds the sources read at once to Workers
 	// while twice as many goroutines claim: a claim waits its settle
 	// window, which would otherwise leave a reader idle for every source.
@@ -279,7 +282,9 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 	for i := 0; i < cap(free); i++ {
 		free <- &Batch{}
 	}
+	in.cands = newCandidateCache(in.store)
 	fl := newFlusher(in.store, in.opts)
+	fl.onSaved = in.cands.saved
 	if cs := in.claims; cs != nil {
 		// Done once the final checkpoint is committed, not when the run
 		// ends: a crash after it then costs no takeover wait.
@@ -396,7 +401,7 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		return res, fmt.Errorf("stat: %w", err)
 	}
 	size := st.Size()
-	id, err := identify(ctx, in.store, src, path, in.forcedSince, in.legacy)
+	id, err := identify(ctx, in.store, in.cands, src, path, in.forcedSince, in.legacy)
 	if err != nil {
 		return res, err
 	}
@@ -410,11 +415,11 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 			res.State = stateElsewhere
 			return res, nil
 		}
-		// Read the checkpoint again: the worker that held the source
-		// before (or finished it meanwhile) may have committed more since
-		// it was read above.
+		// Read the checkpoint again, from the store: the worker that held
+		// the source before (or finished it meanwhile) may have committed
+		// more since it was read above.
 		key := id.key
-		if id, err = identify(ctx, in.store, src, path, in.forcedSince, in.legacy); err != nil {
+		if id, err = identify(ctx, in.store, nil, src, path, in.forcedSince, in.legacy); err != nil {
 			if held {
 				cs.end(ctx, key, false)
 			}

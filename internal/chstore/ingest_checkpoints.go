@@ -37,6 +37,19 @@ FROM ingest_sources WHERE source_id = ? ORDER BY version DESC LIMIT 1`
 // shorter than headLen (a file first read while it was short; the caller
 // checks that the content starts with it).
 func (s IngestStatements) FileCheckpointCandidates(ctx context.Context, node string, headLen uint32, headDigest string) ([]ingest.Checkpoint, error) {
+	return s.fileCheckpoints(ctx, node, ` WHERE (head_len = ? AND head_digest = ?) OR head_len < ?`, headLen, headDigest, headLen)
+}
+
+// FileCheckpointsOnNode returns the latest checkpoint of every file source
+// on node: what an ingest run reads once per node, and then filters as
+// FileCheckpointCandidates does for each of the node's files.
+func (s IngestStatements) FileCheckpointsOnNode(ctx context.Context, node string) ([]ingest.Checkpoint, error) {
+	return s.fileCheckpoints(ctx, node, "")
+}
+
+// fileCheckpoints reads the latest file_checkpoints row of every source
+// on node, filtered by where (over the latest rows' columns; "" for all).
+func (s IngestStatements) fileCheckpoints(ctx context.Context, node, where string, args ...any) ([]ingest.Checkpoint, error) {
 	q := `SELECT groupArray(source_id), groupArray(path), groupArray(stream_id), groupArray(head_len), groupArray(head_digest),
  groupArray(prefix_len), groupArray(prefix_digest), groupArray(log_format), groupArray(lines), groupArray(parsed),
  groupArray(unknown), groupArray(malformed), groupArray(committed_offset), groupArray(complete), groupArray(state),
@@ -50,7 +63,7 @@ FROM (
   argMax(last_ts, version) AS last_ts, argMax(size, version) AS size,
   argMax(resume_offset, version) AS resume_offset, argMax(tail_status, version) AS tail_status, max(version) AS v
  FROM file_checkpoints WHERE node = ? GROUP BY source_id
-) WHERE (head_len = ? AND head_digest = ?) OR head_len < ?`
+)` + where
 	var (
 		ids, paths, streams, hdigests, pdigests, formats, states []string
 		hlens                                                    []uint32
@@ -60,7 +73,7 @@ FROM (
 		complete                                                 []uint8
 		first, last                                              []time.Time
 	)
-	err := s.c.QueryRow(ctx, q, node, headLen, headDigest, headLen).Scan(&ids, &paths, &streams, &hlens, &hdigests,
+	err := s.c.QueryRow(ctx, q, append([]any{node}, args...)...).Scan(&ids, &paths, &streams, &hlens, &hdigests,
 		&plens, &pdigests, &formats, &lines, &parsed, &unknown, &malformed, &offsets, &complete, &states, &first, &last, &sizes, &resumes, &tails, &vers)
 	if err != nil {
 		return nil, err

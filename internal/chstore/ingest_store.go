@@ -45,6 +45,11 @@ func (s *Store) FileCheckpointCandidates(ctx context.Context, node string, headL
 	return s.ingest().FileCheckpointCandidates(ctx, node, headLen, headDigest)
 }
 
+// FileCheckpointsOnNode: see IngestStatements.FileCheckpointsOnNode.
+func (s *Store) FileCheckpointsOnNode(ctx context.Context, node string) ([]ingest.Checkpoint, error) {
+	return s.ingest().FileCheckpointsOnNode(ctx, node)
+}
+
 // LegacySourcePaths: see IngestStatements.LegacySourcePaths.
 func (s *Store) LegacySourcePaths(ctx context.Context) ([]ingest.NodePath, error) {
 	return s.ingest().LegacySourcePaths(ctx)
