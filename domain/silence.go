@@ -1,8 +1,9 @@
 package domain
 
 import (
+	"cmp"
+	"slices"
 	"sort"
-	"strconv"
 	"time"
 )
 
@@ -37,16 +38,20 @@ func FindSilences(counts []NodeMinute, threshold time.Duration) []Silence {
 	if threshold <= 0 {
 		return nil
 	}
-	per := map[string][]time.Time{}
-	line := map[string]uint64{}
+	// Per node its minutes (Unix seconds) with their first line, and the
+	// minutes any node logged: no key per (node, minute), which at 13
+	// nodes over 13 days was a quarter million strings built and hashed.
+	type minute struct {
+		at   int64
+		line uint64
+	}
+	per := map[string][]minute{}
 	total := map[string]uint64{}
-	fleet := map[int64]int{}
-	key := func(node string, m time.Time) string { return node + "@" + strconv.FormatInt(m.Unix(), 10) }
+	fleet := make(map[int64]struct{}, len(counts)/4+1)
 	for _, c := range counts {
-		m := c.Minute.UTC()
-		per[c.Node] = append(per[c.Node], m)
-		line[key(c.Node, m)] = c.FirstLine
-		fleet[m.Unix()]++
+		at := c.Minute.Unix()
+		per[c.Node] = append(per[c.Node], minute{at, c.FirstLine})
+		fleet[at] = struct{}{}
 		total[c.Node] += c.Lines
 	}
 	nodes := make([]string, 0, len(per))
@@ -54,31 +59,34 @@ func FindSilences(counts []NodeMinute, threshold time.Duration) []Silence {
 		nodes = append(nodes, n)
 	}
 	sort.Strings(nodes)
+	at := func(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
+	limit := int64(threshold / time.Second)
 	var out []Silence
 	for _, n := range nodes {
 		ms := per[n]
-		sort.Slice(ms, func(i, j int) bool { return ms[i].Before(ms[j]) })
+		slices.SortFunc(ms, func(a, b minute) int { return cmp.Compare(a.at, b.at) })
 		for i := 1; i < len(ms); i++ {
-			if ms[i].Sub(ms[i-1]) <= threshold {
+			gap := ms[i].at - ms[i-1].at
+			if gap <= limit {
 				continue
 			}
 			// An idle node is not a gap: only where its own rate predicts
 			// lines in the silence.
-			span := ms[len(ms)-1].Sub(ms[0]).Minutes() + 1
+			span := float64(ms[len(ms)-1].at-ms[0].at)/60 + 1
 			rate := float64(total[n]) / span
-			if rate*ms[i].Sub(ms[i-1]).Minutes() < MinExpectedLines {
+			if rate*float64(gap)/60 < MinExpectedLines {
 				continue
 			}
 			others := false
-			for t := ms[i-1].Add(time.Minute); t.Before(ms[i]); t = t.Add(time.Minute) {
-				if fleet[t.Unix()] > 0 {
+			for t := ms[i-1].at + 60; t < ms[i].at; t += 60 {
+				if _, ok := fleet[t]; ok {
 					others = true
 					break
 				}
 			}
 			if others {
-				out = append(out, Silence{Node: n, From: ms[i-1].Add(time.Minute), To: ms[i],
-					Lines: []uint64{line[key(n, ms[i-1])], line[key(n, ms[i])]}})
+				out = append(out, Silence{Node: n, From: at(ms[i-1].at + 60), To: at(ms[i].at),
+					Lines: []uint64{ms[i-1].line, ms[i].line}})
 			}
 		}
 	}

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
+
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chblock"
 )
 
 // This file is the read side of analysis results that every consumer
@@ -187,28 +190,36 @@ func (s *Store) scanFindings(ctx context.Context, query string, keep func(*domai
 // Lines are counted by distinct line_id: rows written twice (overlapping
 // ingests, a retried window) before ClickHouse merges them away must not
 // raise a node's rate and turn its idle minutes into gaps.
-const minuteCountsSQL = `SELECT node, toStartOfMinute(ts) AS bucket, min(line_id), uniqExact(line_id)
+const minuteCountsSQL = `SELECT node, toUInt32(toStartOfMinute(ts)) AS minute, min(line_id) AS first_line, uniqExact(line_id) AS lines
 FROM raw_lines
 WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
-GROUP BY node, bucket
-ORDER BY node, bucket`
+GROUP BY node, minute`
 
-// NodeMinutes counts each node's distinct lines per minute in [from, to).
+// NodeMinutes counts each node's distinct lines per minute in [from, to),
+// unordered. Read as blocks: a node-minute per row is a quarter million
+// rows for 13 nodes over 13 days, whatever the scale, which scanned row by
+// row through the driver cost more than the gap rule itself.
 func (s *Store) NodeMinutes(ctx context.Context, from, to time.Time) ([]domain.NodeMinute, error) {
-	rows, err := s.Query(ctx, minuteCountsSQL, UnixArg(from), UnixArg(to))
+	var (
+		node              chblock.Str
+		minute            proto.ColUInt32
+		firstLine, nLines proto.ColUInt64
+		out               []domain.NodeMinute
+	)
+	cols := proto.Results{{Name: "node", Data: &node}, {Name: "minute", Data: &minute},
+		{Name: "first_line", Data: &firstLine}, {Name: "lines", Data: &nLines}}
+	err := s.scanBlocks(ctx, minuteCountsSQL, []any{UnixArg(from), UnixArg(to)}, cols, func(n int) error {
+		out = slices.Grow(out, n)
+		for i := range n {
+			out = append(out, domain.NodeMinute{Node: node.Row(i), Minute: time.Unix(int64(minute[i]), 0).UTC(),
+				FirstLine: firstLine[i], Lines: nLines[i]})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("line counts per node: %w", err)
 	}
-	defer rows.Close()
-	var out []domain.NodeMinute
-	for rows.Next() {
-		var c domain.NodeMinute
-		if err := rows.Scan(&c.Node, &c.Minute, &c.FirstLine, &c.Lines); err != nil {
-			return nil, fmt.Errorf("scan line counts: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Silences applies the one gap rule to [from, to).
