@@ -60,3 +60,43 @@ func TestVersionLinesSkipMetricNames(t *testing.T) {
 		t.Errorf("%d version lines, from %q; want %q", len(got), got[:min(len(got), 2)], want)
 	}
 }
+
+// A request line is the customer's text, not the server's: a prompt (or an
+// answer) that names a version is not a version line, while the node's
+// own version lines around it still are. The Receive and Finish lines
+// have the shape SGLang's request logger prints at --log-requests-level 2
+// (python/sglang/srt/utils/request_logger.py; the drift fixture in
+// ingest/parse/testdata has the same shape).
+func TestVersionLinesSkipRequestText(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.New(t)
+	const log = "[2026-07-01 00:00:00] sglang==0.5.22\n" +
+		"[2026-07-01 00:00:05 DP0 TP0] Receive: obj=GenerateReqInput(rid='ee19', text='we run sglang==0.4.0 and SGLANG_ENABLE_X=1, sglang version 0.3', input_ids=None, sampling_params={'max_new_tokens': 16}, return_logprob=False, bootstrap_host='10.0.0.1', bootstrap_port=8998, bootstrap_room=77, bootstrap_pair_key=None, data_parallel_rank=None)\n" +
+		"[2026-07-01 00:00:06 DP0 TP0] Finish: obj=GenerateReqInput(rid='ee19', text='we run sglang==0.4.0', bootstrap_host='10.0.0.1', bootstrap_port=8998, bootstrap_room=77), out={'text': 'sglang: 0.4.0 is old', 'output_ids': [1, 2], 'meta_info': {'id': 'ee19', 'finish_reason': {'type': 'stop', 'matched': 2}, 'prompt_tokens': 14, 'completion_tokens': 2, 'cached_tokens': 0, 'e2e_latency': 0.2}}\n" +
+		"[2026-07-01 00:00:07] SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE=1\n"
+	path := filepath.Join(t.TempDir(), "decode-0.log")
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := []ingest.Source{{Path: path, Format: "sglang", Node: "decode-0", Role: "decode"}}
+	sum, err := ingest.New(s, ingest.Options{}).Ingest(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Total.Parsed < 2 {
+		t.Fatalf("%d lines parsed, want the Receive and Finish lines among them", sum.Total.Parsed)
+	}
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	lines, err := s.VersionLines(ctx, "decode-0", t0, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, l.Line)
+	}
+	want := []string{"[2026-07-01 00:00:00] sglang==0.5.22", "[2026-07-01 00:00:07] SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE=1"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("version lines %q, want %q", got, want)
+	}
+}
