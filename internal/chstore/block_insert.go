@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -149,9 +148,8 @@ func (t typed[T]) appendSlice(v any) error {
 	return nil
 }
 
-// growStr makes room in c for s, doubling c's buffers when they are full:
-// ch-go appends string by string, and past a few hundred kilobytes append
-// grows by a quarter, so a findings INSERT's evidence column (tens of
+// growStr makes room in c for s (roomFor): ch-go appends string by
+// string, so a findings INSERT's evidence column (tens of
 // megabytes, one writer per INSERT) was copied to fresh arrays dozens of
 // times (the reconstruction's saves at incident-2026 scale 20).
 func growStr(c *proto.ColStr, s []string) {
@@ -159,12 +157,8 @@ func growStr(c *proto.ColStr, s []string) {
 	for _, x := range s {
 		n += len(x)
 	}
-	if cap(c.Buf)-len(c.Buf) < n {
-		c.Buf = slices.Grow(c.Buf, max(n, len(c.Buf)))
-	}
-	if cap(c.Pos)-len(c.Pos) < len(s) {
-		c.Pos = slices.Grow(c.Pos, max(len(s), len(c.Pos)))
-	}
+	c.Buf = roomFor(c.Buf, n)
+	c.Pos = roomFor(c.Pos, len(s))
 }
 func (t typed[T]) appendValue(v any) error {
 	x, ok := v.(T)

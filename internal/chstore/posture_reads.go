@@ -132,8 +132,8 @@ func (s PostureStatements) LinePlaces(ctx context.Context, node string, ids []ui
 // from sglang==0.4.0"), and is no statement of what the server runs; nor
 // is a batch, transfer, gateway, metric or page line. Those are nearly
 // every line of a node, so the search no longer lowercases them all: at
-// incident-2026 scale 2 it read 822,322 lines in 11 queries for 1.33
-// server CPU-seconds (docs/performance.md).
+// incident-2026 scale 2 it read 822,322 lines in 11 queries for 1.14
+// server CPU-seconds a run, 0.14 since (docs/performance.md).
 const (
 	postureVersionWhere = `PREWHERE kind IN ('', 'boot', 'marker')
 WHERE node = ? AND (ts = toDateTime(0) OR (ts >= toDateTime(?) AND ts <= toDateTime(?)))

@@ -41,9 +41,7 @@ type sortedRows[T any] struct {
 // engine read (about 0.8M keys at incident-2026 scale 2) was copied to a
 // fresh, zeroed array some forty times (BenchmarkSortedRowsAdd).
 func (s *sortedRows[T]) add(ns, line uint64, row *T) {
-	if len(s.keys) == cap(s.keys) {
-		s.keys = slices.Grow(s.keys, max(len(s.keys), 1024))
-	}
+	s.keys = roomFor(s.keys, 1)
 	s.keys = append(s.keys, rowKey[T]{ns: ns, line: line, row: row})
 }
 
@@ -75,4 +73,15 @@ func (s *sortedRows[T]) each(fn func(*T) error) error {
 		}
 	}
 	return nil
+}
+
+// roomFor returns s with room for n more elements, doubling its capacity
+// when it has too little: append grows a large slice by a quarter, so a
+// slice filled to megabytes is copied to fresh, zeroed arrays dozens of
+// times on the way.
+func roomFor[E any](s []E, n int) []E {
+	if cap(s)-len(s) < n {
+		s = slices.Grow(s, max(n, len(s)))
+	}
+	return s
 }
