@@ -91,7 +91,10 @@ func Query(ctx context.Context, o Options, sql string, settings []Setting, res p
 	if err != nil {
 		return err
 	}
-	defer c.conn.Close()
+	defer func() {
+		_ = c.conn.Close()
+		c.release()
+	}()
 	// A cancelled context unblocks a pending read or write by closing the
 	// connection (a deadline would be moved again by the next packet's
 	// read timeout); the error is then the context's.
@@ -131,9 +134,10 @@ func dial(ctx context.Context, o Options) (*client, error) {
 			errs = append(errs, err.Error())
 			continue
 		}
-		c := &client{conn: conn, o: o, r: proto.NewReader(conn), version: revision}
+		c := &client{conn: conn, o: o, r: proto.NewReader(conn), version: revision, buf: proto.Buffer{Buf: takeBuf()}}
 		if err := c.handshake(ctx); err != nil {
 			conn.Close()
+			c.release()
 			return nil, err
 		}
 		return c, nil

@@ -166,29 +166,39 @@ func (c *client) putData(rows int, input proto.Input) error {
 	b := &c.buf
 	proto.ClientCodeData.Encode(b)
 	proto.ClientData{}.EncodeAware(b, c.version)
-	start := len(b.Buf)
 	blk := proto.Block{Info: proto.BlockInfo{BucketNum: -1}, Columns: len(input), Rows: rows}
-	if err := blk.EncodeBlock(b, c.version, input); err != nil {
+	if !c.o.Compress {
+		b.Buf = grown(b.Buf, input)
+		if err := blk.EncodeBlock(b, c.version, input); err != nil {
+			b.Reset()
+			return fmt.Errorf("encode block: %w", err)
+		}
+		return nil
+	}
+	// The block is encoded apart, then cut into frames of at most
+	// maxFrame bytes; the writer and the block's buffer are kept for the
+	// next one.
+	if c.raw == nil {
+		c.raw = takeBuf()
+	}
+	raw := proto.Buffer{Buf: grown(c.raw[:0], input)}
+	err := blk.EncodeBlock(&raw, c.version, input)
+	c.raw = raw.Buf
+	if err != nil {
 		b.Reset()
 		return fmt.Errorf("encode block: %w", err)
 	}
-	if c.o.Compress {
-		// The block is cut into frames of at most maxFrame bytes; the
-		// writer and the copy of the block are kept for the next one.
-		c.raw = append(c.raw[:0], b.Buf[start:]...)
-		b.Buf = b.Buf[:start]
-		if c.zw == nil {
-			c.zw = compress.NewWriter(compress.LevelZero, compress.LZ4)
+	if c.zw == nil {
+		c.zw = compress.NewWriter(compress.LevelZero, compress.LZ4)
+	}
+	for raw := c.raw; len(raw) > 0; {
+		n := min(len(raw), maxFrame)
+		if err := c.zw.Compress(raw[:n]); err != nil {
+			b.Reset()
+			return fmt.Errorf("compress block: %w", err)
 		}
-		for raw := c.raw; len(raw) > 0; {
-			n := min(len(raw), maxFrame)
-			if err := c.zw.Compress(raw[:n]); err != nil {
-				b.Reset()
-				return fmt.Errorf("compress block: %w", err)
-			}
-			b.Buf = append(b.Buf, c.zw.Data...)
-			raw = raw[n:]
-		}
+		b.Buf = append(b.Buf, c.zw.Data...)
+		raw = raw[n:]
 	}
 	return nil
 }
@@ -235,6 +245,7 @@ func (in *Insert) finish() {
 	in.closed = true
 	in.stop()
 	_ = in.c.conn.Close()
+	in.c.release()
 }
 
 // abortWith ends the INSERT after a failure to write or read it. A write
