@@ -189,10 +189,12 @@ func (s *Store) SaveRun(ctx context.Context, r domain.Run) error {
 	return nil
 }
 
-const anInsertFindings = `INSERT INTO findings (finding_id, run_id, analyzer, analyzer_version, severity, confidence, ts,
- first_ts, last_ts, request_key, gateway_request_id, tenant, bootstrap_room, prefill_node, decode_node,
- decode_dp_rank, rids, title, explanation, group_key, foreign_tenants, foreign_request_keys, evidence_line_ids,
- detail_keys, detail_values, created_at)`
+// findingInsertColumns are the findings table's columns as saveFindings sends
+// them.
+var findingInsertColumns = strings.Fields(`finding_id run_id analyzer analyzer_version severity confidence ts
+ first_ts last_ts request_key gateway_request_id tenant bootstrap_room prefill_node decode_node
+ decode_dp_rank rids title explanation group_key foreign_tenants foreign_request_keys evidence_line_ids
+ detail_keys detail_values created_at`)
 
 // SaveFindings writes findings, created at now, in inserts of at most
 // anFindingBatch.
@@ -218,29 +220,54 @@ func (s *Store) saveFindings(ctx context.Context, fs []domain.Finding, now time.
 	if err := s.saveFindingKeys(ctx, fs, false); err != nil {
 		return err
 	}
-	b, err := s.PrepareBatch(ctx, anInsertFindings)
-	if err != nil {
-		return fmt.Errorf("prepare findings insert: %w", err)
-	}
-	for _, f := range fs {
+	// Column by column on the block path, each column made room for
+	// before it is filled (block_insert.go): through the driver's row
+	// appends, a batch of victims carrying their foreign request keys
+	// (951,392 at incident-2026 scale 100) grew its arrays value by value.
+	n := len(fs)
+	var (
+		id, run, analyzer, version, severity = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		conf                                 = make([]float64, n)
+		ts, first, last, created             = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		reqKey, gwID, tenant                 = make([]string, n), make([]string, n), make([]string, n)
+		room                                 = make([]uint64, n)
+		prefill, decode                      = make([]string, n), make([]string, n)
+		rank                                 = make([]int16, n)
+		rids, foreignTenants, foreignKeys    = make([][]string, n), make([][]string, n), make([][]string, n)
+		title, explanation, group            = make([]string, n), make([]string, n), make([]string, n)
+		evidence                             = make([][]uint64, n)
+		detailKeys, detailValues             = make([][]string, n), make([][]string, n)
+	)
+	for i := range fs {
+		f := &fs[i]
 		keys := make([]string, 0, len(f.Details))
 		for k := range f.Details {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		vals := make([]string, len(keys))
-		for i, k := range keys {
-			vals[i] = f.Details[k]
+		for j, k := range keys {
+			vals[j] = f.Details[k]
 		}
-		if err := b.Append(f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion, string(f.Severity), f.Confidence, f.TS.UTC(),
-			f.FirstTS.UTC(), f.LastTS.UTC(), f.RequestKey, f.GatewayRequestID, f.Tenant, f.Room, f.PrefillNode,
-			f.DecodeNode, f.DecodeDPRank, anStrings(f.RIDs), f.Title, f.Explanation, f.GroupKey,
-			anStrings(f.ForeignTenants), anStrings(f.ForeignRequestKeys), anU64s(f.Evidence), keys, vals, now); err != nil {
-			_ = b.Abort()
-			return fmt.Errorf("append finding %s: %w", f.ID, err)
-		}
+		id[i], run[i], analyzer[i], version[i], severity[i] = f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion, string(f.Severity)
+		conf[i], ts[i], first[i], last[i], created[i] = f.Confidence, f.TS.UTC(), f.FirstTS.UTC(), f.LastTS.UTC(), now
+		reqKey[i], gwID[i], tenant[i], room[i] = f.RequestKey, f.GatewayRequestID, f.Tenant, f.Room
+		prefill[i], decode[i], rank[i], rids[i] = f.PrefillNode, f.DecodeNode, f.DecodeDPRank, anStrings(f.RIDs)
+		title[i], explanation[i], group[i] = f.Title, f.Explanation, f.GroupKey
+		foreignTenants[i], foreignKeys[i], evidence[i] = anStrings(f.ForeignTenants), anStrings(f.ForeignRequestKeys), anU64s(f.Evidence)
+		detailKeys[i], detailValues[i] = keys, vals
 	}
-	if err := b.Send(); err != nil {
+	w, err := s.OpenInsert(ctx, "findings", findingInsertColumns)
+	if err != nil {
+		return fmt.Errorf("prepare findings insert: %w", err)
+	}
+	if err := w.AppendColumns(id, run, analyzer, version, severity, conf, ts, first, last, reqKey, gwID, tenant, room,
+		prefill, decode, rank, rids, title, explanation, group, foreignTenants, foreignKeys, evidence,
+		detailKeys, detailValues, created); err != nil {
+		_ = w.Abort()
+		return fmt.Errorf("append findings: %w", err)
+	}
+	if err := w.Send(); err != nil {
 		return fmt.Errorf("insert findings: %w", err)
 	}
 	return nil
@@ -378,9 +405,11 @@ func (s *Store) KnownFindingIDs(ctx context.Context, analyzer, version string) (
 	return out, rows.Err()
 }
 
-const anInsertAffected = `INSERT INTO affected (reconstruction_id, case_id, tenant, affected_role, requests, first_ts,
- last_ts, models, nodes, confidence, request_keys, finding_ids, created_at, tier, counterparts, prompt_tokens,
- output_tokens, evidence_line_ids)`
+// affectedColumns are the affected table's columns as SaveAffected sends
+// them.
+var affectedColumns = strings.Fields(`reconstruction_id case_id tenant affected_role requests first_ts
+ last_ts models nodes confidence request_keys finding_ids created_at tier counterparts prompt_tokens
+ output_tokens evidence_line_ids`)
 
 // SaveAffected writes one reconstruction of the notification list: its
 // rows under id, for caseID ("" outside a case), created at created.
@@ -388,20 +417,35 @@ func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created tim
 	if len(rows) == 0 {
 		return nil
 	}
-	b, err := s.PrepareBatch(ctx, anInsertAffected)
+	// Column by column, as findings (saveFindings): at incident scale a
+	// row's request keys and evidence run to hundreds of thousands.
+	n := len(rows)
+	var (
+		ids, cases, tenants, roles, tiers  = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		requests                           = make([]uint64, n)
+		first, last, createdAt             = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		models, nodes, keys, finds, counts = make([][]string, n), make([][]string, n), make([][]string, n), make([][]string, n), make([][]string, n)
+		conf                               = make([]float64, n)
+		prompt, output                     = make([]int64, n), make([]int64, n)
+		evidence                           = make([][]uint64, n)
+	)
+	for i, a := range rows {
+		ids[i], cases[i], tenants[i], roles[i], tiers[i] = id, caseID, a.Tenant, string(a.Role), string(a.Tier)
+		requests[i], first[i], last[i], createdAt[i] = uint64(a.Requests), a.First.UTC(), a.Last.UTC(), created
+		models[i], nodes[i], keys[i], finds[i], counts[i] = anStrings(a.Models), anStrings(a.Nodes), anStrings(a.RequestKeys),
+			anStrings(a.FindingIDs), anStrings(a.Counterparts)
+		conf[i], prompt[i], output[i], evidence[i] = a.Confidence, a.PromptTokens, a.OutputTokens, anU64s(a.Evidence)
+	}
+	w, err := s.OpenInsert(ctx, "affected", affectedColumns)
 	if err != nil {
 		return fmt.Errorf("prepare affected insert: %w", err)
 	}
-	for _, a := range rows {
-		if err := b.Append(id, caseID, a.Tenant, string(a.Role), uint64(a.Requests), a.First.UTC(), a.Last.UTC(),
-			anStrings(a.Models), anStrings(a.Nodes), a.Confidence, anStrings(a.RequestKeys), anStrings(a.FindingIDs),
-			created, string(a.Tier), anStrings(a.Counterparts), a.PromptTokens, a.OutputTokens,
-			anU64s(a.Evidence)); err != nil {
-			_ = b.Abort()
-			return fmt.Errorf("append affected row %s/%s: %w", a.Role, a.Tenant, err)
-		}
+	if err := w.AppendColumns(ids, cases, tenants, roles, requests, first, last, models, nodes, conf, keys, finds,
+		createdAt, tiers, counts, prompt, output, evidence); err != nil {
+		_ = w.Abort()
+		return fmt.Errorf("append affected rows: %w", err)
 	}
-	if err := b.Send(); err != nil {
+	if err := w.Send(); err != nil {
 		return fmt.Errorf("insert affected: %w", err)
 	}
 	return s.saveAffectedKeys(ctx, id, rows)

@@ -546,3 +546,57 @@ func TestReadsByLongLists(t *testing.T) {
 		}
 	}
 }
+
+// TestFindingsAndListEveryColumn: a finding and a notification-list row
+// with every stored field set come back field for field: the two inserts
+// name their columns in one list and hand the values in another, so a
+// value given to the wrong column shows here.
+func TestFindingsAndListEveryColumn(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	f := domain.Finding{ID: "f-all", RunID: "run-all", Analyzer: "abort_reuse", AnalyzerVersion: "7", Severity: domain.High,
+		Confidence: 0.75, TS: anT0.Add(3 * time.Second), FirstTS: anT0.Add(time.Second), LastTS: anT0.Add(5 * time.Second),
+		RequestKey: "req-k", GatewayRequestID: "gw-1", Tenant: "acme", Room: 1 << 60, PrefillNode: "p0", DecodeNode: "d1",
+		DecodeDPRank: -1, RIDs: []string{"rid-a", "rid-b"}, Title: "the title", Explanation: "the <explanation>",
+		GroupKey: "group-1", ForeignTenants: []string{"globex", "initech"}, ForeignRequestKeys: []string{"k1", "k2", "k3"},
+		Evidence: []uint64{9, 8, 7}, Details: map[string]string{"pages": "12", "abort": "timeout"}}
+	other := domain.Finding{ID: "f-min", RunID: "run-all", Analyzer: "abort_reuse", AnalyzerVersion: "7", Severity: domain.Low,
+		TS: anT0, FirstTS: anT0, LastTS: anT0, Title: "bare"}
+	if err := s.SaveFindings(ctx, []domain.Finding{f, other}, anT0); err != nil {
+		t.Fatal(err)
+	}
+	run := domain.Run{ID: "run-all", Analyzer: "abort_reuse", Version: "7", Window: domain.Window{From: anT0, To: anT0.Add(time.Hour)},
+		Started: anT0, Finished: anT0, Status: domain.StatusSuccess, Findings: 2, High: 1, Trigger: "test"}
+	if err := s.SaveRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LatestFindings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]domain.Finding{}
+	for _, g := range got {
+		byID[g.ID] = g
+	}
+	if g := byID["f-all"]; !reflect.DeepEqual(g, f) {
+		t.Errorf("finding stored as\n%+v\nwant\n%+v", g, f)
+	}
+	if g := byID["f-min"]; g.Title != "bare" || g.Severity != domain.Low || len(g.ForeignRequestKeys) != 0 || g.Room != 0 {
+		t.Errorf("a finding with empty lists stored as %+v", g)
+	}
+
+	row := domain.AffectedRow{Tenant: "globex", Role: domain.Exposed, Tier: domain.Likely, Requests: 2,
+		First: anT0, Last: anT0.Add(time.Hour), Models: []string{"m1", "m2"}, Nodes: []string{"d1"}, Confidence: 0.5,
+		RequestKeys: []string{"k1", "k2"}, FindingIDs: []string{"f-all"}, Counterparts: []string{"acme"},
+		PromptTokens: 300, OutputTokens: 40, Evidence: []uint64{7, 9}}
+	if err := s.SaveAffected(ctx, "rec-all", "case-all", anT0, []domain.AffectedRow{row}); err != nil {
+		t.Fatal(err)
+	}
+	caseID, rows, err := s.AffectedRows(ctx, "rec-all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caseID != "case-all" || len(rows) != 1 || !reflect.DeepEqual(rows[0], row) {
+		t.Fatalf("list row stored as case %q %+v, want case-all %+v", caseID, rows, row)
+	}
+}

@@ -141,11 +141,51 @@ func (t typed[T]) appendSlice(v any) error {
 			}
 		}
 	}
-	if c, ok := any(t.c).(*proto.ColStr); ok {
+	switch c := any(t.c).(type) {
+	case *proto.ColStr:
 		growStr(c, any(s).([]string))
+	case *proto.ColArr[string]:
+		growStrArr(c, any(s).([][]string))
+	case *proto.ColArr[uint64]:
+		growArr(c, any(s).([][]uint64))
 	}
 	t.c.AppendArr(s)
 	return nil
+}
+
+// growStrArr is growStr for an Array(String) column: its offsets, and the
+// strings of every array, made room for at once. The findings and the
+// notification list carry arrays of tens of thousands of request keys per
+// row at incident scale.
+func growStrArr(c *proto.ColArr[string], s [][]string) {
+	c.Offsets = roomFor(c.Offsets, len(s))
+	str, ok := c.Data.(*proto.ColStr)
+	if !ok {
+		return
+	}
+	n, b := 0, 0
+	for _, a := range s {
+		n += len(a)
+		for _, x := range a {
+			b += len(x)
+		}
+	}
+	str.Buf = roomFor(str.Buf, b)
+	str.Pos = roomFor(str.Pos, n)
+}
+
+// growArr is growStrArr for an Array(UInt64) column (evidence line ids).
+func growArr(c *proto.ColArr[uint64], s [][]uint64) {
+	c.Offsets = roomFor(c.Offsets, len(s))
+	data, ok := c.Data.(*proto.ColUInt64)
+	if !ok {
+		return
+	}
+	n := 0
+	for _, a := range s {
+		n += len(a)
+	}
+	*data = roomFor(*data, n)
 }
 
 // growStr makes room in c for s (roomFor): ch-go appends string by

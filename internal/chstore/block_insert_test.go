@@ -338,6 +338,20 @@ func TestChblockInsert(t *testing.T) {
 			t.Fatalf("compress=%v: %d rows stored, want 210000", compress, got)
 		}
 	}
+	// The second INSERT encoded into the buffers the first one handed
+	// back (bufpool.go): each stored exactly its own values.
+	var wantBytes, wantSum uint64
+	for i := range 210_000 {
+		wantBytes += uint64(len(strings.Repeat("ü", i%70_000%9)))
+		wantSum += uint64(i)
+	}
+	var gotBytes, gotSum uint64
+	if err := s.QueryRow(ctx, "SELECT sum(length(s)), sum(n) FROM "+table).Scan(&gotBytes, &gotSum); err != nil {
+		t.Fatal(err)
+	}
+	if gotBytes != 2*wantBytes || gotSum != 2*wantSum {
+		t.Fatalf("stored %d string bytes summing n to %d, want %d and %d", gotBytes, gotSum, 2*wantBytes, 2*wantSum)
+	}
 
 	in, err := chblock.OpenInsert(ctx, opts(t, false), "INSERT INTO "+table+" (n) VALUES", nil)
 	if err != nil {
