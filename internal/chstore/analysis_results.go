@@ -257,20 +257,9 @@ func (s *Store) saveFindings(ctx context.Context, fs []domain.Finding, now time.
 		foreignTenants[i], foreignKeys[i], evidence[i] = anStrings(f.ForeignTenants), anStrings(f.ForeignRequestKeys), anU64s(f.Evidence)
 		detailKeys[i], detailValues[i] = keys, vals
 	}
-	w, err := s.OpenInsert(ctx, "findings", findingInsertColumns)
-	if err != nil {
-		return fmt.Errorf("prepare findings insert: %w", err)
-	}
-	if err := w.AppendColumns(id, run, analyzer, version, severity, conf, ts, first, last, reqKey, gwID, tenant, room,
-		prefill, decode, rank, rids, title, explanation, group, foreignTenants, foreignKeys, evidence,
-		detailKeys, detailValues, created); err != nil {
-		_ = w.Abort()
-		return fmt.Errorf("append findings: %w", err)
-	}
-	if err := w.Send(); err != nil {
-		return fmt.Errorf("insert findings: %w", err)
-	}
-	return nil
+	return s.insertColumns(ctx, "findings", findingInsertColumns, id, run, analyzer, version, severity, conf, ts, first, last,
+		reqKey, gwID, tenant, room, prefill, decode, rank, rids, title, explanation, group, foreignTenants, foreignKeys,
+		evidence, detailKeys, detailValues, created)
 }
 
 // saveFindingKeys writes the lookup rows of findings (migration 0008 says
@@ -355,16 +344,22 @@ func (k *keyBatch[T]) flush(ctx context.Context) error {
 	}
 	cols := k.split(k.rows)
 	k.rows = k.rows[:0]
-	w, err := k.s.OpenInsert(ctx, k.table, k.columns)
+	return k.s.insertColumns(ctx, k.table, k.columns, cols...)
+}
+
+// insertColumns writes one INSERT into table of the rows in cols, one
+// slice per column in the order of columns, built before the INSERT opens.
+func (s *Store) insertColumns(ctx context.Context, table string, columns []string, cols ...any) error {
+	w, err := s.OpenInsert(ctx, table, columns)
 	if err != nil {
-		return fmt.Errorf("prepare %s insert: %w", k.table, err)
+		return fmt.Errorf("prepare %s insert: %w", table, err)
 	}
 	if err := w.AppendColumns(cols...); err != nil {
 		_ = w.Abort()
-		return fmt.Errorf("append to %s: %w", k.table, err)
+		return fmt.Errorf("append to %s: %w", table, err)
 	}
 	if err := w.Send(); err != nil {
-		return fmt.Errorf("insert %s: %w", k.table, err)
+		return fmt.Errorf("insert %s: %w", table, err)
 	}
 	return nil
 }
@@ -436,17 +431,9 @@ func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created tim
 			anStrings(a.FindingIDs), anStrings(a.Counterparts)
 		conf[i], prompt[i], output[i], evidence[i] = a.Confidence, a.PromptTokens, a.OutputTokens, anU64s(a.Evidence)
 	}
-	w, err := s.OpenInsert(ctx, "affected", affectedColumns)
-	if err != nil {
-		return fmt.Errorf("prepare affected insert: %w", err)
-	}
-	if err := w.AppendColumns(ids, cases, tenants, roles, requests, first, last, models, nodes, conf, keys, finds,
-		createdAt, tiers, counts, prompt, output, evidence); err != nil {
-		_ = w.Abort()
-		return fmt.Errorf("append affected rows: %w", err)
-	}
-	if err := w.Send(); err != nil {
-		return fmt.Errorf("insert affected: %w", err)
+	if err := s.insertColumns(ctx, "affected", affectedColumns, ids, cases, tenants, roles, requests, first, last, models,
+		nodes, conf, keys, finds, createdAt, tiers, counts, prompt, output, evidence); err != nil {
+		return err
 	}
 	return s.saveAffectedKeys(ctx, id, rows)
 }

@@ -159,19 +159,14 @@ func (t typed[T]) appendSlice(v any) error {
 // row at incident scale.
 func growStrArr(c *proto.ColArr[string], s [][]string) {
 	c.Offsets = roomFor(c.Offsets, len(s))
-	str, ok := c.Data.(*proto.ColStr)
-	if !ok {
-		return
-	}
-	n, b := 0, 0
-	for _, a := range s {
-		n += len(a)
-		for _, x := range a {
-			b += len(x)
+	if str, ok := c.Data.(*proto.ColStr); ok {
+		n, b := 0, 0
+		for _, a := range s {
+			n += len(a)
+			b += strBytes(a)
 		}
+		strRoom(str, n, b)
 	}
-	str.Buf = roomFor(str.Buf, b)
-	str.Pos = roomFor(str.Pos, n)
 }
 
 // growArr is growStrArr for an Array(UInt64) column (evidence line ids).
@@ -192,14 +187,22 @@ func growArr(c *proto.ColArr[uint64], s [][]uint64) {
 // string, so a findings INSERT's evidence column (tens of
 // megabytes, one writer per INSERT) was copied to fresh arrays dozens of
 // times (the reconstruction's saves at incident-2026 scale 20).
-func growStr(c *proto.ColStr, s []string) {
-	n := 0
-	for _, x := range s {
-		n += len(x)
-	}
-	c.Buf = roomFor(c.Buf, n)
-	c.Pos = roomFor(c.Pos, len(s))
+func growStr(c *proto.ColStr, s []string) { strRoom(c, len(s), strBytes(s)) }
+
+// strRoom makes room in c for n more strings of b bytes in all.
+func strRoom(c *proto.ColStr, n, b int) {
+	c.Buf = roomFor(c.Buf, b)
+	c.Pos = roomFor(c.Pos, n)
 }
+
+func strBytes(s []string) int {
+	b := 0
+	for _, x := range s {
+		b += len(x)
+	}
+	return b
+}
+
 func (t typed[T]) appendValue(v any) error {
 	x, ok := v.(T)
 	if !ok {
