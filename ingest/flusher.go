@@ -92,7 +92,7 @@ type window struct {
 }
 
 func (f *flusher) newWindow() *window {
-	return &window{f: f, st: newStreams(f.store, f.opts.MaxOpenInserts), cps: map[string]checkpoint{}, start: time.Now()}
+	return &window{f: f, st: newStreams(f.store, f.opts.MaxOpenInserts, f.opts.Workers), cps: map[string]checkpoint{}, start: time.Now()}
 }
 
 // take sends c's rows, hands its batch back, and commits when the window
@@ -116,7 +116,7 @@ func (w *window) take(ctx context.Context, c *chunk, free chan<- *Batch) error {
 func (w *window) add(ctx context.Context, c *chunk) error {
 	for next := 0; ; {
 		var err error
-		next, err = w.st.add(ctx, c.b, next)
+		next, err = w.st.add(ctx, c.b, c.cp.SourceID, next)
 		if errors.Is(err, errWindowFull) {
 			// Every connection the pool lends to inserts is taken: end
 			// this window early. Rows of c already sent are committed

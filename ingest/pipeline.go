@@ -649,14 +649,16 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 	var damage *PartialError
 	var last lastRecord // the last record emitted
 	var tail *lastRecord
-	send := func(final bool) error {
+	// send hands b on with the checkpoint that holds once it is written:
+	// every record before content offset at.
+	send := func(final bool, at int64) error {
 		key := r.key
 		if key == "" {
 			key = r.sourceID
 		}
 		cp := checkpoint{
 			SourceID: key, Path: r.path, Node: r.src.Node, Role: r.src.Role, Format: string(r.format),
-			Counts: counts, Offset: uint64(r.reader.Offset()), Size: r.size, Complete: final,
+			Counts: counts, Offset: uint64(at), Size: r.size, Complete: final,
 			FirstTS: firstTS, LastTS: lastTS,
 		}
 		cp.Counts.Bytes = cp.Offset
@@ -721,6 +723,13 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 			}
 			continue // committed before a crash: replayed for state only
 		}
+		if b.cutBefore(ts) {
+			// The checkpoint holds every record before this one, which
+			// opens the next chunk.
+			if err := send(false, rec.Offset); err != nil {
+				return err
+			}
+		}
 		last = lastRecord{offset: rec.Offset, status: parsed.Status, ok: true}
 		counts.Records++
 		progressRecords++
@@ -749,11 +758,6 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		if bootChanged {
 			r.addBoot(b, bf)
 		}
-		if b.Len() >= chunkRecords || b.bytes >= chunkBytes {
-			if err := send(false); err != nil {
-				return err
-			}
-		}
 	}
 	if r.file != nil && last.ok && r.hashed.n > 0 && r.hashed.last != '\n' {
 		// The file ends inside a line, most likely one still being
@@ -763,7 +767,7 @@ func (r *sourceRun) run(ctx context.Context, chunks chan<- *chunk, free chan *Ba
 		// these.
 		tail = &last
 	}
-	if err := send(true); err != nil {
+	if err := send(true, r.reader.Offset()); err != nil {
 		return err
 	}
 	if damage != nil {
@@ -795,7 +799,9 @@ func (e *PartialError) Error() string {
 func (e *PartialError) Unwrap() error { return e.Err }
 
 // Chunk bounds: small enough that several sources interleave in one flush
-// and memory stays bounded, large enough that channel traffic is cheap.
+// and memory stays bounded, large enough that channel traffic is cheap. A
+// full chunk still takes the records of its last second (Batch.cutBefore),
+// up to twice the bounds.
 const (
 	chunkRecords = 4096
 	chunkBytes   = 4 << 20

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -29,6 +30,18 @@ type streams struct {
 	// sources are the line sources written so far (line_sources rows
 	// go out once per source, not per window).
 	sources sourcesSeen
+	// lanes give up to maxLanes large sources of the window an INSERT of
+	// their own in the key-ordered tables (keyOrdered); the other sources
+	// share one. A source's sorted chunks follow each other in table
+	// order, so the blocks the server squashes from its own INSERT are
+	// sorted already and written without the sort; two sources in one
+	// INSERT interleave, and the server sorts. Measured on 18.16 with
+	// 610k raw_lines rows: 0.78 of the server CPU and page faults sorted.
+	lanes    map[string]string
+	maxLanes int
+	// large are the sources that have sent a full chunk: only they get a
+	// lane, so a run of small files does not cost a part per file.
+	large map[string]bool
 }
 
 type openInsert struct {
@@ -36,8 +49,26 @@ type openInsert struct {
 	x    TableWriter
 }
 
-func newStreams(s Store, max int) *streams {
-	return &streams{store: s, max: max, open: map[string]*openInsert{}}
+func newStreams(s Store, max, lanes int) *streams {
+	return &streams{store: s, max: max, open: map[string]*openInsert{}, lanes: map[string]string{}, maxLanes: lanes, large: map[string]bool{}}
+}
+
+// lane returns the INSERT lane of source's rows in the key-ordered
+// tables: its own if it has one, or if it is a large source (this chunk
+// or an earlier one full) and a lane is free; else the shared lane.
+func (s *streams) lane(source string, b *Batch) string {
+	if l, ok := s.lanes[source]; ok {
+		return l
+	}
+	if b.full() {
+		s.large[source] = true
+	}
+	if !s.large[source] || len(s.lanes) >= s.maxLanes {
+		return ""
+	}
+	l := "#" + strconv.Itoa(len(s.lanes)+1)
+	s.lanes[source] = l
+	return l
 }
 
 // errWindowFull is returned by add when a table needs an INSERT but max
@@ -48,14 +79,19 @@ var errWindowFull = errors.New("every INSERT slot is in use")
 // per table as needed. On errWindowFull, tables before the full one have
 // their rows in the window; the caller commits and calls add again with
 // from set to the returned index, so no table is sent twice.
-func (s *streams) add(ctx context.Context, b *Batch, from int) (int, error) {
+func (s *streams) add(ctx context.Context, b *Batch, source string, from int) (int, error) {
 	src, raw, typed := tableWrites(b, time.Now().UTC(), &s.series, &s.sources)
 	all := append([]tableWrite{src, raw}, typed...)
+	lane := s.lane(source, b)
 	for i := from; i < len(all); i++ {
 		if all[i].n == 0 {
 			continue
 		}
-		oi, err := s.get(ctx, all[i])
+		key := all[i].key()
+		if keyOrdered[all[i].name] {
+			key += lane
+		}
+		oi, err := s.get(ctx, all[i], key)
 		if err != nil {
 			return i, err
 		}
@@ -66,9 +102,8 @@ func (s *streams) add(ctx context.Context, b *Batch, from int) (int, error) {
 	return len(all), nil
 }
 
-// get returns t's open INSERT, opening it if there is a free slot.
-func (s *streams) get(ctx context.Context, t tableWrite) (*openInsert, error) {
-	key := t.key()
+// get returns t's open INSERT under key, opening it if there is a free slot.
+func (s *streams) get(ctx context.Context, t tableWrite, key string) (*openInsert, error) {
 	if oi := s.open[key]; oi != nil {
 		return oi, nil
 	}
@@ -145,6 +180,7 @@ func (s *streams) abort() {
 
 func (s *streams) reset() {
 	clear(s.open)
+	clear(s.lanes)
 	s.order = s.order[:0]
 }
 

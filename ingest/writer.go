@@ -113,6 +113,7 @@ func write(ctx context.Context, s Store, b *Batch, sources *sourcesSeen) (err er
 // does not hold get a line_sources row. The list has the same tables
 // whatever seen holds (streams.add resumes it by index).
 func tableWrites(b *Batch, now time.Time, seen *seriesSeen, sources *sourcesSeen) (tableWrite, tableWrite, []tableWrite) {
+	b.sortByKey()
 	rawNames, rawFill := rawColsNoAttrs, rawColumns(now, false)
 	for i := range b.raw {
 		if len(b.raw[i].attrKeys) > 0 {
