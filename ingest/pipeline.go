@@ -332,6 +332,7 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 	werr := <-flushErr
 
 	var all []error
+	var unwritten []string // sources not committed because the write failed
 	for i := range results {
 		res := &results[i]
 		var partial *PartialError
@@ -352,15 +353,36 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 				res.Error = "not committed: " + ctx.Err().Error()
 			}
 		}
-		if res.State == "failed" {
+		switch {
+		case res.State == "failed" && werr != nil && errs[i] == nil:
+			unwritten = append(unwritten, res.Path)
+		case res.State == "failed":
 			all = append(all, fmt.Errorf("%s: %s", res.Path, res.Error))
 		}
 	}
 	if werr != nil {
+		// Once, not once per source: a full disk or a server gone fails
+		// every open source alike (each source's result keeps it).
+		if len(unwritten) > 0 {
+			werr = fmt.Errorf("%s not committed: %w", namedSources(unwritten), werr)
+		}
 		all = append(all, werr)
 	}
 	var we errWrite
 	return Summary{Sources: results}, errors.As(werr, &we), fl.windows > 0, errors.Join(all...)
+}
+
+// namedSources names paths in a message: all of them up to five, else the
+// first five and how many more.
+func namedSources(paths []string) string {
+	const named = 5
+	if len(paths) == 1 {
+		return "1 source (" + paths[0] + ")"
+	}
+	if len(paths) <= named {
+		return fmt.Sprintf("%d sources (%s)", len(paths), strings.Join(paths, ", "))
+	}
+	return fmt.Sprintf("%d sources (%s and %d more)", len(paths), strings.Join(paths[:named], ", "), len(paths)-named)
 }
 
 func totalSize(sources []Source) int64 {

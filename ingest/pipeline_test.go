@@ -568,6 +568,11 @@ func TestWriteFailureResumesFromCheckpoints(t *testing.T) {
 			if !strings.Contains(logs.String(), "resuming from checkpoints") {
 				t.Fatalf("no retry logged; the failure was not hit:\n%s", logs.String())
 			}
+			// The write's error is told once, with the sources it left
+			// uncommitted named, not once per source.
+			if n := strings.Count(logs.String(), "injected: connection reset by peer"); n != 1 || !strings.Contains(logs.String(), " not committed: ") {
+				t.Errorf("the write error appears %d times in the retry's log (want once, after the sources it left uncommitted):\n%s", n, logs.String())
+			}
 			for i, r := range got.Sources {
 				if r.State != "ingested" || r.Counts != want.Sources[i].Counts {
 					t.Errorf("%s: %s %+v, clean run %+v", r.Path, r.State, r.Counts, want.Sources[i].Counts)
