@@ -79,7 +79,9 @@ func (k sentKey) less(o sentKey) bool {
 	return k.lineID < o.lineID
 }
 
-// denseLog writes n decode-batch lines, perSecond of them in each second:
+// denseLog writes n decode-batch lines, perSecond of them in each second,
+// in the shape of a real SGLang line (ingest/parse/testdata/corpus/
+// sglang-22331.log, from sgl-project/sglang#22331, v0.5.10):
 // lines of one second get ids (hashes of their offsets) in no order, and
 // chunk ends fall inside seconds.
 func denseLog(t *testing.T, path string, n, perSecond int) {

@@ -1,10 +1,15 @@
 package ingest
 
 import (
+	"io/fs"
 	"math/rand/v2"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvtrail/kvtrail/migrations"
 )
 
 // sortRows gives the order a full sort by (node, second, line id) gives,
@@ -123,5 +128,43 @@ func TestCutBefore(t *testing.T) {
 				t.Fatalf("cutBefore = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// keyOrdered names exactly the tables the migrations order by (node, ts,
+// line_id), the key sortByKey sorts by: a table added with that order, or
+// one whose order changes, fails here until the two agree.
+func TestKeyOrderedTablesMatchTheSchema(t *testing.T) {
+	create := regexp.MustCompile(`CREATE TABLE IF NOT EXISTS \{\{table "(\w+)"\}\}`)
+	order := regexp.MustCompile(`(?m)^ORDER BY (.+)$`)
+	byKey := map[string]bool{}
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations: %v (%d files)", err, len(files))
+	}
+	for _, f := range files {
+		b, err := fs.ReadFile(migrations.FS, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql := string(b)
+		for _, m := range create.FindAllStringSubmatchIndex(sql, -1) {
+			table := sql[m[2]:m[3]]
+			o := order.FindStringSubmatch(sql[m[1]:])
+			if o == nil {
+				continue
+			}
+			byKey[table] = strings.TrimSpace(o[1]) == "(node, ts, line_id)"
+		}
+	}
+	for table := range keyOrdered {
+		if !byKey[table] {
+			t.Errorf("keyOrdered names %s, which the migrations do not order by (node, ts, line_id)", table)
+		}
+	}
+	for table, ok := range byKey {
+		if ok && !keyOrdered[table] {
+			t.Errorf("the migrations order %s by (node, ts, line_id) but keyOrdered does not name it", table)
+		}
 	}
 }

@@ -33,7 +33,8 @@ type Insert struct {
 	closed  bool
 }
 
-// OpenInsert sends sql ("INSERT INTO t (a, b) VALUES") under settings and
+// OpenInsert sends sql, an INSERT statement the caller wrote up to its
+// VALUES keyword (internal/chstore holds kvtrail's SQL), under settings and
 // reads the header the server answers with. A ProtocolError from here means
 // nothing was sent that the server acted on: the caller may insert another
 // way.
