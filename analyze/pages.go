@@ -90,15 +90,16 @@ func replayPages(ctx context.Context, d *Dataset) (*pageReplay, error) {
 		writer, writerLine []uint64
 		writerOut          []bool
 		wrote              = map[uint64]bool{}
-		prevLine           uint64
+		prev               rowRef
 	)
 	// Events arrive lane by lane (node, DP rank), in time order.
 	err = d.DB.ScanPageEvents(ctx, d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin), func(e *domain.PageEvent) error {
 		node, rank, event, rid, room, line, pages, ts := e.Node, e.DPRank, e.Event, e.RID, e.Room, e.Line, e.Pages, e.TS
-		if line == prevLine {
+		at := rowRef{line, e.Msg}
+		if at == prev {
 			return nil // a re-ingested duplicate not merged yet
 		}
-		prevLine = line
+		prev = at
 		boot := d.Boots.At(node, ts)
 		if node != curNode || rank != curRank || boot != curBoot {
 			curNode, curRank, curBoot = node, rank, boot

@@ -155,8 +155,15 @@ type nodeReplay struct {
 	ask         *replayAsk
 	flying      map[string]*flight
 	lanes       map[laneID]*laneStream
-	prev        uint64
+	prev        rowRef
 	now         time.Time
+}
+
+// rowRef names one row of a typed table: its line and its message in the
+// line (two SGLang lines glued without a newline are one line, two rows).
+type rowRef struct {
+	line uint64
+	msg  uint8
 }
 
 // flight is a request whose Finish has not arrived, and its lane (nil when
@@ -171,13 +178,14 @@ func newNodeReplay(d *Dataset, node string, placeholder map[uint64]bool, ask *re
 		flying: map[string]*flight{}, lanes: map[laneID]*laneStream{}}
 }
 
-// line takes the node's next line (time order; a line stored twice, not
+// line takes the node's next row (time order; a row stored twice, not
 // merged yet, comes twice in a row).
 func (n *nodeReplay) line(e *EngineEvent) error {
-	if e.Line == n.prev || e.Room == 0 {
+	at := rowRef{e.Line, e.Msg}
+	if at == n.prev || e.Room == 0 {
 		return nil
 	}
-	n.prev = e.Line
+	n.prev = at
 	n.now = e.TS
 	f := n.flying[e.RID]
 	if f == nil {

@@ -55,6 +55,11 @@ type EngineEvent struct {
 	Line       uint64
 	DPRank     int16
 	Status     uint16
+	// Msg is the message's place in its line (msg_index): 0 for the
+	// line's primary message, n for the n-th other message of a line that
+	// holds several (SGLang lines glued without a newline). (Line, Msg)
+	// names a row.
+	Msg uint8
 }
 
 // Aborted reports a Finish whose finish_reason was an abort.
@@ -75,6 +80,7 @@ type TransferEvent struct {
 	Reason     string
 	Peer, NIC  string
 	Line       uint64
+	Msg        uint8 // as EngineEvent.Msg
 }
 
 // transferFailures are the transfer events that fail a request's transfer
@@ -150,6 +156,7 @@ type PageEvent struct {
 	Room   uint64
 	Pages  []uint32
 	Line   uint64
+	Msg    uint8 // as EngineEvent.Msg
 }
 
 // Canary probe verdicts the analysis turns into findings.

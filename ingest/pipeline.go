@@ -861,14 +861,18 @@ func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts tim
 		if xts.IsZero() {
 			xts = ts
 		}
+		// The messages of one record share its line id; msg_index keeps
+		// them apart in the tables' keys (migration 0017): 0 for the
+		// primary, n for More[n-1], the same on every re-ingest.
+		msg := uint8(i + 1)
 		requestID := ""
 		switch {
 		case x.Engine != nil:
-			b.engine = append(b.engine, engineRow{ts: xts, node: node, role: role, e: x.Engine, lineID: id})
+			b.engine = append(b.engine, engineRow{ts: xts, node: node, role: role, e: x.Engine, lineID: id, msgIndex: msg})
 		case x.Batch != nil:
-			b.batches = append(b.batches, batchRow{ts: xts, node: node, role: role, b: x.Batch, lineID: id})
+			b.batches = append(b.batches, batchRow{ts: xts, node: node, role: role, b: x.Batch, lineID: id, msgIndex: msg})
 		case x.Transfer != nil:
-			b.transfer = append(b.transfer, transferRow{ts: xts, node: node, role: role, t: x.Transfer, lineID: id})
+			b.transfer = append(b.transfer, transferRow{ts: xts, node: node, role: role, t: x.Transfer, lineID: id, msgIndex: msg})
 		case x.Gateway != nil:
 			b.gateway = append(b.gateway, gatewayRow{ts: xts, node: node, g: x.Gateway, lineID: id})
 			requestID = x.Gateway.RequestID
@@ -877,7 +881,7 @@ func (r *sourceRun) addRecord(b *Batch, rec parse.Record, p parse.Parsed, ts tim
 			if pn == "" {
 				pn = node
 			}
-			b.pages = append(b.pages, pageRow{ts: xts, node: pn, p: x.Page, lineID: id})
+			b.pages = append(b.pages, pageRow{ts: xts, node: pn, p: x.Page, lineID: id, msgIndex: msg})
 		}
 		for _, m := range x.Metrics {
 			b.metrics = append(b.metrics, metricRow{node: node, m: m, source: r.path})

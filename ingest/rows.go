@@ -64,6 +64,7 @@ type engineRow struct {
 	node, role string
 	e          *parse.EngineEvent
 	lineID     uint64
+	msgIndex   uint8 // the message's place in a glued record (msg_index)
 }
 
 type batchRow struct {
@@ -71,6 +72,7 @@ type batchRow struct {
 	node, role string
 	b          *parse.BatchStat
 	lineID     uint64
+	msgIndex   uint8 // the message's place in a glued record (msg_index)
 }
 
 type transferRow struct {
@@ -78,6 +80,7 @@ type transferRow struct {
 	node, role string
 	t          *parse.TransferEvent
 	lineID     uint64
+	msgIndex   uint8 // the message's place in a glued record (msg_index)
 }
 
 type gatewayRow struct {
@@ -94,10 +97,11 @@ type metricRow struct {
 }
 
 type pageRow struct {
-	ts     time.Time
-	node   string
-	p      *parse.PageEvent
-	lineID uint64
+	ts       time.Time
+	node     string
+	p        *parse.PageEvent
+	lineID   uint64
+	msgIndex uint8 // the message's place in a glued record (msg_index)
 }
 
 // Batch holds the rows of a run of consecutive records of one source.
@@ -162,8 +166,9 @@ func (b *Batch) full() bool { return len(b.raw) >= chunkRecords || b.bytes >= ch
 
 // sortByKey orders the rows of the tables sorted by (node, ts, line_id)
 // in that order (ts as the DateTime column holds it). Rows of one record
-// keep their relative order; nothing else depends on the order of a
-// batch's rows.
+// keep their relative order, which is their msg_index order, the last
+// column of the event tables' keys (migration 0017); nothing else depends
+// on the order of a batch's rows.
 func (b *Batch) sortByKey() {
 	sortRows(b.raw, func(r *rawRow) rowKey { return rowKey{r.node, dateTime(r.ts), r.lineID} })
 	sortRows(b.engine, func(r *engineRow) rowKey { return rowKey{r.node, dateTime(r.ts), r.lineID} })

@@ -23,12 +23,12 @@ var (
 		arg_keys arg_values line_ids facts ingested_at`)
 	engineCols = strings.Fields(`ts ts_ns node role dp_rank tp_rank event rid bootstrap_room bootstrap_host bootstrap_port
 		prompt_tokens completion_tokens cached_tokens input_len limit_tokens finish_type finish_message
-		status_code e2e_latency_ms line_id ingested_at`)
+		status_code e2e_latency_ms line_id msg_index ingested_at`)
 	batchCols = strings.Fields(`ts ts_ns node role dp_rank tp_rank kind new_seq new_token cached_token num_token token_usage
 		running_req queue_req bootstrap_req inflight_req prealloc_req transfer_req retracted_req throughput
-		field_keys field_values line_id ingested_at`)
+		field_keys field_values line_id msg_index ingested_at`)
 	transferCols = strings.Fields(`ts ts_ns node role dp_rank tp_rank source event rid bootstrap_room other_room metadata_index reason
-		peer nic line_id ingested_at`)
+		peer nic line_id msg_index ingested_at`)
 	gatewayCols = strings.Fields(`ts ts_ns request_id tenant model status prompt_tokens completion_tokens cached_tokens ttft_ms
 		duration_ms prefill_endpoint decode_endpoint bootstrap_room prefill_rid decode_rid gateway line_id
 		ingested_at`)
@@ -36,7 +36,7 @@ var (
 	// sample's labels are its series' row in metric_series.
 	metricCols = strings.Fields(`ts ts_ms node name series_id value source ingested_at`)
 	seriesCols = strings.Fields(`series_id node name label_keys label_values first_seen version ingested_at`)
-	pageCols   = strings.Fields(`ts ts_ns node dp_rank event rid bootstrap_room pages line_id ingested_at`)
+	pageCols   = strings.Fields(`ts ts_ns node dp_rank event rid bootstrap_room pages line_id msg_index ingested_at`)
 	// rawColsNoAttrs is rawCols without the attribute arrays, for batches
 	// in which no record has any (every file ingest): the server fills the
 	// empty defaults, and the client skips two per-row reflective array
@@ -166,6 +166,7 @@ func tableWrites(b *Batch, now time.Time, seen *seriesSeen, sources *sourcesSeen
 			col(func(r *engineRow) uint16 { return r.e.StatusCode }),
 			col(func(r *engineRow) float64 { return r.e.E2ELatencyMs }),
 			col(func(r *engineRow) uint64 { return r.lineID }),
+			col(func(r *engineRow) uint8 { return r.msgIndex }),
 			constant[engineRow](now),
 		)},
 		{"batch_stats", len(b.batches), batchCols, columns(b.batches,
@@ -192,6 +193,7 @@ func tableWrites(b *Batch, now time.Time, seen *seriesSeen, sources *sourcesSeen
 			col(func(r *batchRow) []string { return orEmpty(r.b.FieldKeys) }),
 			col(func(r *batchRow) []string { return orEmpty(r.b.FieldValues) }),
 			col(func(r *batchRow) uint64 { return r.lineID }),
+			col(func(r *batchRow) uint8 { return r.msgIndex }),
 			constant[batchRow](now),
 		)},
 		{"transfer_events", len(b.transfer), transferCols, columns(b.transfer,
@@ -211,6 +213,7 @@ func tableWrites(b *Batch, now time.Time, seen *seriesSeen, sources *sourcesSeen
 			col(func(r *transferRow) string { return r.t.Peer }),
 			col(func(r *transferRow) string { return r.t.NIC }),
 			col(func(r *transferRow) uint64 { return r.lineID }),
+			col(func(r *transferRow) uint8 { return r.msgIndex }),
 			constant[transferRow](now),
 		)},
 		{"gateway_responses", len(b.gateway), gatewayCols, columns(b.gateway,
@@ -256,6 +259,7 @@ func tableWrites(b *Batch, now time.Time, seen *seriesSeen, sources *sourcesSeen
 				return r.p.Pages
 			}),
 			col(func(r *pageRow) uint64 { return r.lineID }),
+			col(func(r *pageRow) uint8 { return r.msgIndex }),
 			constant[pageRow](now),
 		)},
 	}

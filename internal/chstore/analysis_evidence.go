@@ -118,7 +118,7 @@ func (s *Store) NodeBoots(ctx context.Context) (*domain.Boots, error) {
 // lines carry no request id and are not needed. Unordered: scanEngine
 // sorts (sorted_rows.go).
 const anEngineEventsSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
- completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, msg_index
 FROM engine_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'`
 
@@ -128,24 +128,26 @@ func (s *Store) ScanEngineEvents(ctx context.Context, from, to time.Time, fn fun
 	return s.scanEngine(ctx, anEngineEventsSQL, []any{uint32(from.Unix()), uint32(to.Unix())}, fn)
 }
 
-// lineAt is the last row a scan ordered by ts_ns, line_id passed on.
-// ReplacingMergeTree holds a re-ingested line twice until a merge folds
-// them (same line, same time: the same sorting key), and in that order the
-// two copies come one after the other; a map of every line seen found them
-// too, for a map insert per row (at 2M requests, 3 CPU-seconds and 360 MB
-// of allocation).
+// lineAt is the last row a scan ordered by ts_ns, line_id, msg_index
+// passed on. ReplacingMergeTree holds a re-ingested line twice until a
+// merge folds them (same line, message and time: the same sorting key),
+// and in that order the two copies come one after the other; a map of
+// every line seen found them too, for a map insert per row (at 2M
+// requests, 3 CPU-seconds and 360 MB of allocation). Two messages of one
+// glued line are two rows (msg differs), not a copy.
 type lineAt struct {
 	ns, line uint64
+	msg      uint8
 	any      bool
 }
 
-// repeats reports whether the row (ns, line) is a copy of the last one,
-// and makes it the last one.
-func (l *lineAt) repeats(ns, line uint64) bool {
-	if l.any && l.ns == ns && l.line == line {
+// repeats reports whether the row (ns, line, msg) is a copy of the last
+// one, and makes it the last one.
+func (l *lineAt) repeats(ns, line uint64, msg uint8) bool {
+	if l.any && l.ns == ns && l.line == line && l.msg == msg {
 		return true
 	}
-	*l = lineAt{ns, line, true}
+	*l = lineAt{ns, line, msg, true}
 	return false
 }
 
@@ -155,6 +157,7 @@ type engineCols struct {
 	node, role, event, rid, finishType, msg    chblock.Str
 	dp                                         proto.ColInt16
 	status                                     proto.ColUInt16
+	msgIndex                                   proto.ColUInt8
 }
 
 func (c *engineCols) results() proto.Results {
@@ -165,15 +168,17 @@ func (c *engineCols) results() proto.Results {
 		{Name: "completion_tokens", Data: &c.completion}, {Name: "cached_tokens", Data: &c.cached},
 		{Name: "finish_type", Data: &c.finishType}, {Name: "finish_message", Data: &c.msg},
 		{Name: "status_code", Data: &c.status}, {Name: "line_id", Data: &c.line},
+		{Name: "msg_index", Data: &c.msgIndex},
 	}
 }
 
 // scanEngine runs an unordered engine_events select of anEngineEventsSQL's
-// columns and hands its lines over in (ts_ns, line_id) order, each once.
+// columns and hands its rows over in (ts_ns, line_id, msg_index) order,
+// each once.
 func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn func(*domain.EngineEvent) error) error {
 	var (
 		c    engineCols
-		read sortedRows[domain.EngineEvent]
+		read = sortedRows[domain.EngineEvent]{msg: func(e *domain.EngineEvent) uint8 { return e.Msg }}
 	)
 	err := s.scanBlocks(ctx, query, args, c.results(), func(n int) error {
 		for i := range n {
@@ -182,7 +187,7 @@ func (s *Store) scanEngine(ctx context.Context, query string, args []any, fn fun
 				TS: time.Unix(0, int64(ns)).UTC(), Node: c.node.Row(i), Role: c.role.Row(i),
 				Event: c.event.Row(i), RID: c.rid.Row(i), FinishType: c.finishType.Row(i), FinishMsg: c.msg.Row(i),
 				Room: c.room[i], Prompt: c.prompt[i], Completion: c.completion[i], Cached: c.cached[i],
-				Line: c.line[i], DPRank: c.dp[i], Status: c.status[i],
+				Line: c.line[i], DPRank: c.dp[i], Status: c.status[i], Msg: c.msgIndex[i],
 			}
 			read.add(ns, e.Line, e)
 		}
@@ -214,10 +219,10 @@ func callbackOr(err error, what string) error {
 }
 
 const anTransferEventsSQL = `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
- reason, peer, nic, line_id
+ reason, peer, nic, line_id, msg_index
 FROM transfer_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
-ORDER BY ts_ns, line_id`
+ORDER BY ts_ns, line_id, msg_index`
 
 // ScanTransferEvents streams the transfer lines of [from, to] (whole
 // seconds) in time order, each line once.
@@ -239,10 +244,10 @@ func (s *Store) scanTransfer(ctx context.Context, query string, args []any, fn f
 		var t domain.TransferEvent
 		var ns uint64
 		if err := rows.Scan(&ns, &t.Node, &t.Role, &t.DPRank, &t.Source, &t.Event, &t.RID, &t.Room, &t.OtherRoom,
-			&t.MetaIndex, &t.Reason, &t.Peer, &t.NIC, &t.Line); err != nil {
+			&t.MetaIndex, &t.Reason, &t.Peer, &t.NIC, &t.Line, &t.Msg); err != nil {
 			return fmt.Errorf("scan transfer event: %w", err)
 		}
-		if last.repeats(ns, t.Line) {
+		if last.repeats(ns, t.Line, t.Msg) {
 			continue
 		}
 		t.TS = time.Unix(0, int64(ns)).UTC()
@@ -380,10 +385,10 @@ const (
 	anDecodeNodesSQL = `SELECT DISTINCT node FROM engine_events
 WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished')
 ORDER BY node`
-	anDecodeEventsSQL = `SELECT event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id
+	anDecodeEventsSQL = `SELECT event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id, msg_index
 FROM engine_events
 WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished') AND node = ?
-ORDER BY ts_ns, line_id`
+ORDER BY ts_ns, line_id, msg_index`
 )
 
 // DecodeNodes lists, in order, the decode nodes with Receive or Finish
@@ -411,8 +416,8 @@ func (s *Store) DecodeNodes(ctx context.Context, from, to time.Time) ([]string, 
 // ScanDecodeNodeLines streams one decode node's Receive and Finish lines
 // of [from, to] (whole seconds) in time order: what the allocator replay
 // walks. Node, Event, RID, Room, TS, Prompt, Completion, FinishType and
-// Line are filled; a line stored twice (not merged yet) comes twice, for
-// the replay to skip. One query per node: a single ORDER BY node, ts over
+// Line and Msg are filled; a row stored twice (not merged yet) comes
+// twice, for the replay to skip. One query per node: a single ORDER BY node, ts over
 // the window made the server sort every decode line before sending the
 // first row, which at 5M requests outlasted the client's read timeout
 // (18.16 cannot read in key order); a node's lines are a fraction of that
@@ -421,11 +426,12 @@ func (s *Store) ScanDecodeNodeLines(ctx context.Context, from, to time.Time, nod
 	var (
 		ts, room, prompt, completion, line proto.ColUInt64
 		event, rid, finishType             chblock.Str
+		msgIndex                           proto.ColUInt8
 	)
 	cols := proto.Results{
 		{Name: "event", Data: &event}, {Name: "rid", Data: &rid}, {Name: "bootstrap_room", Data: &room},
 		{Name: "ts_ns", Data: &ts}, {Name: "prompt_tokens", Data: &prompt}, {Name: "completion_tokens", Data: &completion},
-		{Name: "finish_type", Data: &finishType}, {Name: "line_id", Data: &line},
+		{Name: "finish_type", Data: &finishType}, {Name: "line_id", Data: &line}, {Name: "msg_index", Data: &msgIndex},
 	}
 	err := s.scanBlocks(ctx, anDecodeEventsSQL, []any{UnixArg(from), UnixArg(to), node}, cols, func(n int) error {
 		for i := range n {
@@ -434,7 +440,7 @@ func (s *Store) ScanDecodeNodeLines(ctx context.Context, from, to time.Time, nod
 			e := domain.EngineEvent{
 				Node: node, Role: "decode", DPRank: -1, TS: time.Unix(0, int64(ts[i])).UTC(),
 				Event: event.Row(i), RID: rid.Row(i), Room: room[i], Prompt: prompt[i], Completion: completion[i],
-				FinishType: finishType.Row(i), Line: line[i],
+				FinishType: finishType.Row(i), Line: line[i], Msg: msgIndex[i],
 			}
 			if err := fn(&e); err != nil {
 				return errCallback{err}
@@ -473,13 +479,13 @@ func (s *Store) PageEventNodes(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-const anPageEventsSQL = `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id
+const anPageEventsSQL = `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id, msg_index
 FROM page_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
-ORDER BY node, dp_rank, ts_ns, line_id`
+ORDER BY node, dp_rank, ts_ns, line_id, msg_index`
 
 // ScanPageEvents streams the page events of [from, to] (whole seconds)
-// ordered by node, DP rank, then time: one lane after the other. A line
+// ordered by node, DP rank, then time: one lane after the other. A row
 // stored twice (not merged yet) comes twice, next to itself.
 func (s *Store) ScanPageEvents(ctx context.Context, from, to time.Time, fn func(*domain.PageEvent) error) error {
 	rows, done, err := s.Stream(ctx, anPageEventsSQL, UnixArg(from), UnixArg(to))
@@ -491,7 +497,7 @@ func (s *Store) ScanPageEvents(ctx context.Context, from, to time.Time, fn func(
 	for rows.Next() {
 		var e domain.PageEvent
 		var ns uint64
-		if err := rows.Scan(&e.Node, &e.DPRank, &ns, &e.Event, &e.RID, &e.Room, &e.Pages, &e.Line); err != nil {
+		if err := rows.Scan(&e.Node, &e.DPRank, &ns, &e.Event, &e.RID, &e.Room, &e.Pages, &e.Line, &e.Msg); err != nil {
 			return fmt.Errorf("scan page event: %w", err)
 		}
 		e.TS = time.Unix(0, int64(ns)).UTC()

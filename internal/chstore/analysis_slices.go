@@ -251,14 +251,14 @@ func sortedRefs(acc map[string]domain.FactRef) []domain.FactRef {
 // are unordered: their scans sort (sorted_rows.go).
 const (
 	anEngineByLinesSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
- completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, msg_index
 FROM engine_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
 	anTransferByLinesSQL = `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
- reason, peer, nic, line_id
+ reason, peer, nic, line_id, msg_index
 FROM transfer_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))
-ORDER BY ts_ns, line_id`
+ORDER BY ts_ns, line_id, msg_index`
 	anGatewayByLinesSQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
  ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses

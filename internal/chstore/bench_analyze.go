@@ -23,12 +23,12 @@ var benchAnalysisScans = []struct{ name, sql string }{
  ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
 	{"engine_events", `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
- completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id
+ completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, msg_index
 FROM engine_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND event != 'http_access'`},
 	{"transfer_events", `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
- reason, peer, nic, line_id
+ reason, peer, nic, line_id, msg_index
 FROM transfer_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
-	{"page_events", `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id
+	{"page_events", `SELECT node, dp_rank, ts_ns, event, rid, bootstrap_room, pages, line_id, msg_index
 FROM page_events WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
 	{"raw_lines (per-minute completeness)", `SELECT node, ts, line_id FROM raw_lines WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)`},
 	{"node_boots", `SELECT node, role, boot_ts, boot_ts_ns, boot_id, sglang_version, disaggregation_mode, page_size,

@@ -189,6 +189,8 @@ func rowTargets(cols proto.Results) ([]any, func(), error) {
 			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColUInt16:
 			dest[i], apps[i] = rowTarget(col)
+		case *proto.ColUInt8:
+			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColInt16:
 			dest[i], apps[i] = rowTarget(col)
 		case *proto.ColInt64:

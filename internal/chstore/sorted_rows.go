@@ -34,6 +34,19 @@ type sortedRows[T any] struct {
 	// tie orders two rows of the same nanosecond before their line ids
 	// (the gateway orders by request id there); nil: by line id alone.
 	tie func(a, b *T) int
+	// msg is a row's place in its line (msg_index; nil: 0). Two rows of
+	// one time and line are rare (a copy not merged yet, or two messages
+	// of a glued line), so it is read through the row there rather than
+	// kept in every key: the keys stay 24 bytes.
+	msg func(*T) uint8
+}
+
+// msgOf is row's msg_index (0 when s has no msg).
+func (s *sortedRows[T]) msgOf(row *T) uint8 {
+	if s.msg == nil {
+		return 0
+	}
+	return s.msg(row)
 }
 
 // add collects row, keyed by (ns, line). The keys double when full: past
@@ -45,10 +58,10 @@ func (s *sortedRows[T]) add(ns, line uint64, row *T) {
 	s.keys = append(s.keys, rowKey[T]{ns: ns, line: line, row: row})
 }
 
-// each sorts the rows by time, then tie, then line id, and calls fn on
-// each in that order, once per (time, tie, line): the copies of a line
-// stored twice (ReplacingMergeTree keeps both until a merge) are equal in
-// all three and come one after the other (lineAt).
+// each sorts the rows by time, then tie, then line id and message, and
+// calls fn on each in that order, once per (time, tie, line, message): the
+// copies of a row stored twice (ReplacingMergeTree keeps both until a
+// merge) are equal in all four and come one after the other (lineAt).
 func (s *sortedRows[T]) each(fn func(*T) error) error {
 	slices.SortFunc(s.keys, func(a, b rowKey[T]) int {
 		if c := cmp.Compare(a.ns, b.ns); c != 0 {
@@ -59,12 +72,15 @@ func (s *sortedRows[T]) each(fn func(*T) error) error {
 				return c
 			}
 		}
-		return cmp.Compare(a.line, b.line)
+		if c := cmp.Compare(a.line, b.line); c != 0 {
+			return c
+		}
+		return cmp.Compare(s.msgOf(a.row), s.msgOf(b.row))
 	})
 	var last lineAt
 	var prev *T
 	for _, k := range s.keys {
-		if last.repeats(k.ns, k.line) && (s.tie == nil || s.tie(prev, k.row) == 0) {
+		if last.repeats(k.ns, k.line, s.msgOf(k.row)) && (s.tie == nil || s.tie(prev, k.row) == 0) {
 			continue
 		}
 		prev = k.row

@@ -12,8 +12,11 @@ import (
 
 type sortRow struct {
 	ns, line uint64
+	msg      uint8
 	id       string
 }
+
+func msgOf(r *sortRow) uint8 { return r.msg }
 
 func byID(a, b *sortRow) int { return strings.Compare(a.id, b.id) }
 
@@ -24,6 +27,7 @@ func TestSortedRows(t *testing.T) {
 	tests := []struct {
 		name string
 		tie  func(a, b *sortRow) int
+		msg  func(*sortRow) uint8
 		in   []sortRow
 		want []sortRow
 	}{
@@ -55,12 +59,18 @@ func TestSortedRows(t *testing.T) {
 			want: []sortRow{{ns: 5, line: 1, id: "a"}, {ns: 5, line: 1, id: "b"}},
 		},
 		{
+			name: "two messages of one glued line, one of them stored twice: both, each once, in message order",
+			msg:  msgOf,
+			in:   []sortRow{{ns: 5, line: 1, msg: 1}, {ns: 5, line: 1, msg: 0}, {ns: 5, line: 1, msg: 1}},
+			want: []sortRow{{ns: 5, line: 1, msg: 0}, {ns: 5, line: 1, msg: 1}},
+		},
+		{
 			name: "nothing read",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := sortedRows[sortRow]{tie: tt.tie}
+			s := sortedRows[sortRow]{tie: tt.tie, msg: tt.msg}
 			for _, r := range tt.in {
 				s.add(r.ns, r.line, &r)
 			}

@@ -18,7 +18,7 @@ func (s UIStore) decodePool(ctx context.Context, node string, rank int16, t time
 	var out []domain.PoolPoint
 	err := s.Store.Select(ctx, &out, `SELECT ts, ts_ns, token_usage, num_token, running_req, line_id FROM batch_stats
 WHERE node = ? AND ts >= ? AND ts <= ? AND (dp_rank = ? OR dp_rank < 0)
-ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, uiUTC(t).Add(-domain.DecodePoolWindow), uiUTC(t).Add(domain.DecodePoolWindow), rank)
+ORDER BY ts_ns LIMIT 1 BY line_id, msg_index LIMIT 2000`, node, uiUTC(t).Add(-domain.DecodePoolWindow), uiUTC(t).Add(domain.DecodePoolWindow), rank)
 	if err != nil {
 		return nil, fmt.Errorf("decode pool: %w", err)
 	}
@@ -145,9 +145,9 @@ PREWHERE request_id = ? WHERE ts >= ? AND ts <= ? ORDER BY ts_ns DESC LIMIT 1`, 
 
 // The keyed reads below do not use FINAL: on 18.16 FINAL merges every part
 // of the partitions it touches, which costs more than the read itself. Rows
-// a Replacing engine has not folded yet are identical copies (same line id)
-// or older versions, so "LIMIT 1 BY line_id", "ORDER BY version DESC" or a
-// map by line id does the folding.
+// a Replacing engine has not folded yet are identical copies (same line id
+// and message) or older versions, so "LIMIT 1 BY line_id, msg_index",
+// "ORDER BY version DESC" or a map by line id does the folding.
 
 // uiFactRow is the part of a request_facts row the request page reads: the
 // correlation ingest and analyze already made, so the page does not redo it.
@@ -377,11 +377,11 @@ func (s UIStore) requestEvents(ctx context.Context, tl *domain.Timeline, lineIDs
 	go func() {
 		defer wg.Done()
 		trErr = s.Store.Select(ctx, &tr, `SELECT ts, ts_ns, node, role, dp_rank, source, event, rid, other_room, reason, peer, line_id
-FROM transfer_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
+FROM transfer_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id, msg_index`, append([]any{lineIDs}, args...)...)
 	}()
 	evErr = s.Store.Select(ctx, &ev, `SELECT ts, ts_ns, node, role, dp_rank, event, rid, prompt_tokens, completion_tokens,
  cached_tokens, limit_tokens, finish_type, finish_message, status_code, line_id
-FROM engine_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id`, append([]any{lineIDs}, args...)...)
+FROM engine_events PREWHERE has(?, line_id) WHERE `+where+` ORDER BY ts_ns LIMIT 1 BY line_id, msg_index`, append([]any{lineIDs}, args...)...)
 	wg.Wait()
 	if evErr != nil {
 		return nil, decodeAt, fmt.Errorf("engine events: %w", evErr)
@@ -636,7 +636,7 @@ func (s UIStore) decodeContext(ctx context.Context, node string, rank int16, t t
  '' AS gw_request_id, line_id
 FROM engine_events
 WHERE node = ? AND dp_rank = ? AND ts >= ? AND ts <= ? AND bootstrap_room != 0
-ORDER BY ts_ns LIMIT 1 BY line_id LIMIT 2000`, node, rank, from, to)
+ORDER BY ts_ns LIMIT 1 BY line_id, msg_index LIMIT 2000`, node, rank, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("decode context: %w", err)
 	}

@@ -880,3 +880,21 @@ DROP TABLE IF EXISTS kvtrail.finding_keys_mv_local ON CLUSTER kvtrail_cluster;
 ALTER TABLE kvtrail.metric_samples_local ON CLUSTER kvtrail_cluster MODIFY COLUMN source LowCardinality(String);
 
 ALTER TABLE kvtrail.metric_samples ON CLUSTER kvtrail_cluster MODIFY COLUMN source LowCardinality(String);
+
+-- 0017_message_index.sql;
+
+ALTER TABLE kvtrail.engine_events_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.batch_stats_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.transfer_events_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.page_events_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, dp_rank, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.engine_events ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+ALTER TABLE kvtrail.batch_stats ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+ALTER TABLE kvtrail.transfer_events ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+ALTER TABLE kvtrail.page_events ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;

@@ -794,3 +794,29 @@ ALTER TABLE kvtrail.metric_samples_local ON CLUSTER kvtrail_cluster MODIFY COLUM
 DROP TABLE IF EXISTS kvtrail.metric_samples ON CLUSTER kvtrail_cluster;
 
 CREATE TABLE IF NOT EXISTS kvtrail.metric_samples ON CLUSTER kvtrail_cluster AS kvtrail.metric_samples_local ENGINE = Distributed(kvtrail_cluster, kvtrail, metric_samples_local, cityHash64(node));
+
+-- 0017_message_index.sql;
+
+ALTER TABLE kvtrail.engine_events_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+ALTER TABLE kvtrail.batch_stats_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+ALTER TABLE kvtrail.transfer_events_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+ALTER TABLE kvtrail.page_events_local ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+DROP TABLE IF EXISTS kvtrail.engine_events ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.engine_events ON CLUSTER kvtrail_cluster AS kvtrail.engine_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, engine_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
+
+DROP TABLE IF EXISTS kvtrail.batch_stats ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.batch_stats ON CLUSTER kvtrail_cluster AS kvtrail.batch_stats_local ENGINE = Distributed(kvtrail_cluster, kvtrail, batch_stats_local, cityHash64(node));
+
+DROP TABLE IF EXISTS kvtrail.transfer_events ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.transfer_events ON CLUSTER kvtrail_cluster AS kvtrail.transfer_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, transfer_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
+
+DROP TABLE IF EXISTS kvtrail.page_events ON CLUSTER kvtrail_cluster;
+
+CREATE TABLE IF NOT EXISTS kvtrail.page_events ON CLUSTER kvtrail_cluster AS kvtrail.page_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, page_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));

@@ -722,3 +722,13 @@ DROP TABLE IF EXISTS kvtrail.finding_keys_mv;
 -- 0016_metric_sample_source_lc.sql;
 
 ALTER TABLE kvtrail.metric_samples  MODIFY COLUMN source LowCardinality(String);
+
+-- 0017_message_index.sql;
+
+ALTER TABLE kvtrail.engine_events  ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.batch_stats  ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.transfer_events  ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
+
+ALTER TABLE kvtrail.page_events  ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, dp_rank, ts, line_id, msg_index);
