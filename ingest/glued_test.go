@@ -63,22 +63,21 @@ func TestGluedMessagesKeepTheirRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := count(t, s, "SELECT count() FROM raw_lines"); got != 3 {
-		t.Errorf("raw_lines: %d rows, want 3 (a glued line is one record)", got)
-	}
-	if got := count(t, s, "SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-07-01 00:00:05', 'UTC')"); got != 2 {
-		t.Errorf("batch_stats at 00:00:05: %d rows after the merge, want 2 (DP0 and DP1)", got)
-	}
-	if got := count(t, s, "SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-07-01 00:00:05', 'UTC') AND dp_rank = 1 AND running_req = 5 AND msg_index = 1"); got != 1 {
-		t.Errorf("the glued DP1 batch line is not its own row (msg_index 1): %d", got)
-	}
-	if got := count(t, s, "SELECT count() FROM batch_stats"); got != 3 {
-		t.Errorf("batch_stats: %d rows after the merge, want 3", got)
-	}
-	if got := count(t, s, "SELECT count() FROM transfer_events"); got != 2 {
-		t.Errorf("transfer_events: %d rows after the merge, want 2", got)
-	}
-	if got := count(t, s, "SELECT uniqExact(line_id) FROM transfer_events"); got != 1 {
-		t.Errorf("the glued transfer failures cite %d lines, want their one line", got)
+	// What is stored once the tables are merged.
+	for _, c := range []struct {
+		what, query string
+		want        uint64
+	}{
+		{"raw_lines (a glued line is one record)", "SELECT count() FROM raw_lines", 3},
+		{"batch_stats rows at 00:00:05 (DP0 and DP1)", "SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-07-01 00:00:05', 'UTC')", 2},
+		{"the glued DP1 batch message's own row (msg_index 1)",
+			"SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-07-01 00:00:05', 'UTC') AND dp_rank = 1 AND running_req = 5 AND msg_index = 1", 1},
+		{"batch_stats rows", "SELECT count() FROM batch_stats", 3},
+		{"transfer_events rows", "SELECT count() FROM transfer_events", 2},
+		{"lines the two transfer failures cite", "SELECT uniqExact(line_id) FROM transfer_events", 1},
+	} {
+		if got := count(t, s, c.query); got != c.want {
+			t.Errorf("%s: %d after the merge, want %d", c.what, got, c.want)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/migrations"
 )
 
@@ -19,10 +18,7 @@ import (
 // written) goes through.
 func TestMessageIndexJoinsTheKeys(t *testing.T) {
 	ctx := context.Background()
-	s := testdb.Empty(t)
-	if _, err := newMigrator(t, s, migrationsBefore(t, "0017")).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedBefore(t, "0017")
 	t0 := time.Date(2026, 7, 4, 0, 0, 5, 0, time.UTC)
 	write := func(cols string, vals ...any) {
 		t.Helper()

@@ -34,16 +34,24 @@ func migrationsBefore(t *testing.T, n string) fstest.MapFS {
 	return out
 }
 
+// migratedBefore is an empty database with the migrations numbered below n
+// applied: the state a later migration is tested from.
+func migratedBefore(t *testing.T, n string) *chstore.Store {
+	t.Helper()
+	s := testdb.Empty(t)
+	if _, err := newMigrator(t, s, migrationsBefore(t, n)).Up(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // A database holding samples with their own label arrays (before
 // migration 0010) is migrated: their series are copied to metric_series
 // with the earliest sample as first_seen, and samples written afterwards
 // without labels read their series' labels, so old and new rows read alike.
 func TestMetricSeriesBackfillAndReadThrough(t *testing.T) {
 	ctx := context.Background()
-	s := testdb.Empty(t)
-	if _, err := newMigrator(t, s, migrationsBefore(t, "0010")).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedBefore(t, "0010")
 	t0 := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
 	x, err := s.OpenInsert(ctx, "metric_samples", strings.Fields("ts ts_ms node name series_id label_keys label_values value source ingested_at"))
 	if err != nil {
@@ -117,10 +125,7 @@ func TestMetricSeriesBackfillAndReadThrough(t *testing.T) {
 // written after it store theirs.
 func TestMetricSampleSourceBecomesLowCardinality(t *testing.T) {
 	ctx := context.Background()
-	s := testdb.Empty(t)
-	if _, err := newMigrator(t, s, migrationsBefore(t, "0016")).Up(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := migratedBefore(t, "0016")
 	t0 := time.Date(2026, 7, 4, 0, 0, 0, 0, time.UTC)
 	cols := strings.Fields("ts ts_ms node name series_id value source ingested_at")
 	write := func(from int, sources ...string) {
