@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,15 +15,19 @@ import (
 )
 
 // gluedLog holds SGLang lines two ranks wrote into one stream without a
-// newline between them (the formats are the fixtures' real lines, see
-// parse/testdata/sglang_real.log and sglang_drift.log): two DP ranks'
-// "Decode batch" lines in one second, and two ranks' transfer failures
-// in one second.
-const gluedLog = "[2026-07-01 00:00:04 DP0 TP0] Decode batch. #running-req: 1, #token: 512, token usage: 0.01, pre-allocated usage: 0.00, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 10.00, #queue-req: 0, \n" +
-	"[2026-07-01 00:00:05 DP0 TP0] Decode batch. #running-req: 3, #token: 4096, token usage: 0.04, pre-allocated usage: 0.01, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 99.10, #queue-req: 0, " +
-	"[2026-07-01 00:00:05 DP1 TP0] Decode batch. #running-req: 5, #token: 2048, token usage: 0.02, pre-allocated usage: 0.01, #retracted-req: 0, cuda graph: True, gen throughput (token/s): 80.10, #queue-req: 0, \n" +
-	"[2026-07-01 00:00:06 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='bb14' decode_req.req.bootstrap_room=45 with exception KVTransferError(bootstrap_room=45): Aborted by AbortReq." +
-	"[2026-07-01 00:00:06 TP1] Decode transfer failed for request rank=1 decode_req.req.rid='bb15' decode_req.req.bootstrap_room=46 with exception KVTransferError(bootstrap_room=46): Aborted by AbortReq.\n"
+// newline between them. The transfer pair is two real lines verbatim, two
+// tensor-parallel ranks failing one request in the same second (corpus
+// mooncake-851.log, kvcache-ai/Mooncake#851, SGLang v0.5.2). The batch
+// lines are corpus sglang-22331.log's (sgl-project/sglang#22331, v0.5.10):
+// the first verbatim, the glued pair its 14:05:21 line with DP0 and DP1 put
+// into the prefix, as SGLang writes it for data-parallel ranks
+// (docs/sglang-log-formats.md §0, §b2); no real log of two DP ranks'
+// batch lines was at hand.
+const gluedLog = "[2026-04-08 14:05:22 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 140.27, #queue-req: 0\n" +
+	"[2026-04-08 14:05:21 DP0 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0" +
+	"[2026-04-08 14:05:21 DP1 TP0] Decode batch, #running-req: 5, #token: 20800, token usage: 0.29, cuda graph: True, gen throughput (token/s): 144.95, #queue-req: 0\n" +
+	"[2025-09-17 16:23:13 TP1] Decode transfer failed for request rank=1 decode_req.req.rid='3ce84ffb82764f45b028dd8e6c4beed1' decode_req.req.bootstrap_room=1655955501905217457 with exception KVTransferError(bootstrap_room=1655955501905217457): Failed due to an unknown reason from another rank" +
+	"[2025-09-17 16:23:13 TP2] Decode transfer failed for request rank=2 decode_req.req.rid='3ce84ffb82764f45b028dd8e6c4beed1' decode_req.req.bootstrap_room=1655955501905217457 with exception KVTransferError(bootstrap_room=1655955501905217457): Failed due to an unknown reason from another rank\n"
 
 // TestGluedMessagesKeepTheirRows: each message of a glued line keeps its
 // own row in its table after the table's merges, a forced re-ingest still
@@ -45,17 +50,19 @@ func TestGluedMessagesKeepTheirRows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Before any merge the analysis's reads see each row once.
-	var rids []string
-	from, to := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 7, 1, 0, 1, 0, 0, time.UTC)
+	// Before any merge the analysis's reads see each row once: both
+	// ranks' failures, not one as a copy of the other.
+	var read []string
+	from, to := time.Date(2025, 9, 17, 16, 23, 0, 0, time.UTC), time.Date(2025, 9, 17, 16, 24, 0, 0, time.UTC)
 	if err := s.ScanTransferEvents(ctx, from, to, func(e *domain.TransferEvent) error {
-		rids = append(rids, e.RID)
+		read = append(read, fmt.Sprintf("%s msg %d", e.RID, e.Msg))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rids, []string{"bb14", "bb15"}) {
-		t.Errorf("transfer events read: %v, want [bb14 bb15]", rids)
+	rid := "3ce84ffb82764f45b028dd8e6c4beed1"
+	if want := []string{rid + " msg 0", rid + " msg 1"}; !slices.Equal(read, want) {
+		t.Errorf("transfer events read: %v, want %v", read, want)
 	}
 
 	for _, tb := range []string{"raw_lines", "batch_stats", "transfer_events"} {
@@ -69,12 +76,13 @@ func TestGluedMessagesKeepTheirRows(t *testing.T) {
 		want        uint64
 	}{
 		{"raw_lines (a glued line is one record)", "SELECT count() FROM raw_lines", 3},
-		{"batch_stats rows at 00:00:05 (DP0 and DP1)", "SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-07-01 00:00:05', 'UTC')", 2},
+		{"batch_stats rows at 14:05:21 (DP0 and DP1)", "SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-04-08 14:05:21', 'UTC')", 2},
 		{"the glued DP1 batch message's own row (msg_index 1)",
-			"SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-07-01 00:00:05', 'UTC') AND dp_rank = 1 AND running_req = 5 AND msg_index = 1", 1},
+			"SELECT count() FROM batch_stats WHERE ts = toDateTime('2026-04-08 14:05:21', 'UTC') AND dp_rank = 1 AND msg_index = 1", 1},
 		{"batch_stats rows", "SELECT count() FROM batch_stats", 3},
 		{"transfer_events rows", "SELECT count() FROM transfer_events", 2},
 		{"lines the two transfer failures cite", "SELECT uniqExact(line_id) FROM transfer_events", 1},
+		{"ranks of the two transfer failures", "SELECT uniqExact(tp_rank) FROM transfer_events", 2},
 	} {
 		if got := count(t, s, c.query); got != c.want {
 			t.Errorf("%s: %d after the merge, want %d", c.what, got, c.want)

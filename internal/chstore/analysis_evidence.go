@@ -415,9 +415,9 @@ func (s *Store) DecodeNodes(ctx context.Context, from, to time.Time) ([]string, 
 
 // ScanDecodeNodeLines streams one decode node's Receive and Finish lines
 // of [from, to] (whole seconds) in time order: what the allocator replay
-// walks. Node, Event, RID, Room, TS, Prompt, Completion, FinishType and
-// Line and Msg are filled; a row stored twice (not merged yet) comes
-// twice, for the replay to skip. One query per node: a single ORDER BY node, ts over
+// walks. Node, Event, RID, Room, TS, Prompt, Completion, FinishType, Line
+// and Msg are filled; a row stored twice (not merged yet) comes twice, for
+// the replay to skip. One query per node: a single ORDER BY node, ts over
 // the window made the server sort every decode line before sending the
 // first row, which at 5M requests outlasted the client's read timeout
 // (18.16 cannot read in key order); a node's lines are a fraction of that
