@@ -51,9 +51,9 @@ func setMemoryLimit(mb int, log *slog.Logger) (stop func()) {
 	g := memlimit.Start(lim)
 	return func() {
 		g.Stop()
-		if peak, live := g.Peak(); peak > lim {
+		if peak, live, other := g.Peak(); peak > lim {
 			log.Info("the live heap passed analyze.memory_limit_mb; the soft limit followed it",
-				"memory_limit_mb", mb, "live_heap_mb", live>>20, "peak_limit_mb", peak>>20)
+				"memory_limit_mb", mb, "live_heap_mb", live>>20, "runtime_other_mb", other>>20, "peak_limit_mb", peak>>20)
 		}
 	}
 }
