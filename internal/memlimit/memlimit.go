@@ -138,10 +138,10 @@ func (g *Governor) observe(live, other int64) {
 // metadata, and the unused room of spans in use (fragmentation). The
 // runtime takes it off the limit before it sets the heap goal
 // (memoryLimitHeapGoal in runtime/mgcpacer.go), so a limit of live plus
-// Headroom alone left the heap less than Headroom to grow: at scale 100,
-// where other is hundreds of megabytes, 440 of an analysis's 779
-// collections started with a goal within 10% of the live heap, and the
-// collector took about 40% of kvtrail's CPU (docs/performance.md).
+// Headroom alone left the heap less than Headroom to grow: in an analysis
+// at scale 100, 440 of 779 collections had a heap goal within 10% of the
+// live heap they left, and the collector took about 40% of kvtrail's CPU
+// (docs/performance.md, "Analysis speed").
 func Target(floor, live, other int64) int64 {
 	return max(floor, live+int64(float64(live)*Headroom)+other)
 }
