@@ -153,8 +153,8 @@ func deepen(depth int, ready *sync.WaitGroup, stop chan struct{}) byte {
 // collector's metadata) comes off the limit before the heap goal is set.
 // A limit of live plus Headroom alone left the heap almost no room: with
 // Target ignoring it, this test counted 45 cycles for 256 MiB of garbage
-// over a 96 MiB live heap where the governed limit keeps 5-6, a cycle per
-// Headroom of allocation.
+// over a 96 MiB live heap where the governed limit gave 6, about a cycle
+// per Headroom of allocation.
 func TestGovernorLeavesHeadroomBesideOtherMemory(t *testing.T) {
 	const floor = 32 * mib
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
