@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"sort"
 	"sync"
@@ -28,6 +29,10 @@ type Claims interface {
 	Remaining(ctx context.Context, job string, units []string) ([]string, error)
 	// Lease is how long a claim holds without renewal.
 	Lease() time.Duration
+	// Worker names this worker among the job's. Each worker takes the
+	// sources in an order of its own (claimOrder), so that workers do not
+	// race for the same source one after another.
+	Worker() string
 }
 
 // ClaimHeld is a claimed source.
@@ -79,6 +84,85 @@ func claimUnit(sourceKey string, size int64) string {
 	return fmt.Sprintf("%s/%d", sourceKey, size)
 }
 
+// claimOrder is the order in which worker takes sources: by a hash of the
+// worker's name and the source, a shuffle of its own. Given the same
+// list, workers that all took it in list order raced for each source in
+// turn: every source cost each of them a claim and its settle window
+// (internal/workclaim), and only one got it. Shuffled apart, they meet
+// only where their orders cross, mostly near the end.
+func claimOrder(worker string, sources []Source) []int {
+	type keyed struct {
+		i int
+		h uint64
+	}
+	ks := make([]keyed, len(sources))
+	for i, s := range sources {
+		f := fnv.New64a()
+		_, _ = f.Write([]byte(worker))
+		_, _ = f.Write([]byte{0})
+		_, _ = f.Write([]byte(s.Node))
+		_, _ = f.Write([]byte{0})
+		_, _ = f.Write([]byte(s.Path))
+		ks[i] = keyed{i, f.Sum64()}
+	}
+	sort.SliceStable(ks, func(a, b int) bool { return ks[a].h < ks[b].h })
+	out := make([]int, len(ks))
+	for j, k := range ks {
+		out[j] = k.i
+	}
+	return out
+}
+
+// aheadBudget bounds the bytes of sources claimed and waiting for a read
+// slot. Claiming ahead hides each claim's settle window behind the
+// sources being read; bounded by bytes, a worker does not sit on large
+// sources it will not read for minutes while another worker has nothing
+// left. One source is always let through, however large.
+type aheadBudget struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	limit int64
+	used  int64
+}
+
+func newAheadBudget(limit int64) *aheadBudget {
+	b := &aheadBudget{limit: limit}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// take waits until n bytes fit (or nothing else is ahead) and takes them;
+// false if ctx ended first.
+func (b *aheadBudget) take(ctx context.Context, n int64) bool {
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.cond.Broadcast()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used > 0 && b.used+n > b.limit {
+		if ctx.Err() != nil {
+			return false
+		}
+		b.cond.Wait()
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// give returns n bytes taken.
+func (b *aheadBudget) give(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	b.cond.Broadcast()
+}
+
 // claimSet is one Ingest call's claims: held by source id, renewed by one
 // goroutine, done when the flusher commits a source's final checkpoint.
 type claimSet struct {
@@ -87,6 +171,9 @@ type claimSet struct {
 	log  *slog.Logger
 	mu   sync.Mutex
 	held map[string]*heldSource
+	// elsewhere are the units of this pass's sources another worker
+	// held, by source id: what the wait between passes watches.
+	elsewhere map[string]string
 }
 
 type heldSource struct {
@@ -113,6 +200,14 @@ func (cs *claimSet) claim(ctx context.Context, key string, size int64) (held, do
 		left, err := cs.c.Remaining(ctx, cs.job, []string{unit})
 		if err != nil {
 			return false, false, fmt.Errorf("claim source: %w", err)
+		}
+		if len(left) > 0 {
+			cs.mu.Lock()
+			if cs.elsewhere == nil {
+				cs.elsewhere = map[string]string{}
+			}
+			cs.elsewhere[key] = unit
+			cs.mu.Unlock()
 		}
 		return false, len(left) == 0, nil
 	}
@@ -204,6 +299,49 @@ func (cs *claimSet) renew(ctx context.Context) {
 	}
 }
 
+// quickPoll is how often the wait between passes asks whether the sources
+// other workers held are done: a cheap read, where a pass costs a claim
+// attempt per source. Waiting the whole ClaimPoll instead left a worker
+// idle for up to 2 s after the others had finished.
+const quickPoll = 200 * time.Millisecond
+
+// waitElsewhere waits until every source another worker held in the pass
+// just ended is done, or poll has passed (a holder may have died: the
+// next pass takes its sources over once their leases run out).
+func (cs *claimSet) waitElsewhere(ctx context.Context, poll time.Duration) error {
+	cs.mu.Lock()
+	units := make([]string, 0, len(cs.elsewhere))
+	for _, u := range cs.elsewhere {
+		units = append(units, u)
+	}
+	cs.elsewhere = nil
+	cs.mu.Unlock()
+	deadline := time.Now().Add(poll)
+	for {
+		wait := min(quickPoll, time.Until(deadline))
+		if wait <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		if len(units) == 0 {
+			continue // sources seen elsewhere only by their checkpoints: wait out poll
+		}
+		left, err := cs.c.Remaining(ctx, cs.job, units)
+		if err != nil {
+			cs.log.Warn("could not ask whether other workers finished their sources", slog.String("error", err.Error()))
+			continue
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		units = left
+	}
+}
+
 // ingestShared is Ingest for one worker among several: passes over the
 // sources, each claiming what no other worker holds, until every source is
 // complete or failed here; between passes it waits ClaimPoll for the
@@ -251,12 +389,8 @@ func (in *Ingester) ingestShared(ctx context.Context, sources []Source) (Summary
 			break
 		}
 		in.opts.Logger.Info("waiting for sources other ingest workers hold", slog.Int("sources", len(next)), slog.Int("pass", pass))
-		select {
-		case <-ctx.Done():
-			errs = append(errs, ctx.Err())
-		case <-time.After(in.opts.ClaimPoll):
-		}
-		if ctx.Err() != nil {
+		if err := cs.waitElsewhere(ctx, in.opts.ClaimPoll); err != nil {
+			errs = append(errs, err)
 			break
 		}
 		pending = next

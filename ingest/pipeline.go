@@ -58,6 +58,12 @@ type Options struct {
 	// ClaimPoll is how often a worker looks again at the sources other
 	// workers hold (default a quarter of the lease, at most 2 s).
 	ClaimPoll time.Duration
+	// ClaimAhead is how many sources, with Claims, may be claimed beyond
+	// those being read (default 8), and ClaimAheadBytes how many bytes
+	// they may hold in all (default 64 MiB, about a second of reading):
+	// a claim waits its settle window, which claiming ahead hides.
+	ClaimAhead      int
+	ClaimAheadBytes int64
 }
 
 // Progress receives read progress of a whole run. Add may be called from
@@ -97,6 +103,12 @@ func (o *Options) defaults(s Store) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if o.ClaimAhead <= 0 {
+		o.ClaimAhead = 8
+	}
+	if o.ClaimAheadBytes <= 0 {
+		o.ClaimAheadBytes = 64 << 20
+	}
 	if o.Claims != nil && o.ClaimPoll <= 0 {
 		o.ClaimPoll = max(min(o.Claims.Lease()/4, 2*time.Second), 10*time.Millisecond)
 	}
@@ -120,9 +132,11 @@ type Ingester struct {
 	// attempt; nil when the store cannot list a node's (candidateCache).
 	cands *candidateCache
 	// readSlots, with claims, bounds the sources read at once to Workers
-	// while twice as many goroutines claim: a claim waits its settle
+	// while ClaimAhead more goroutines claim: a claim waits its settle
 	// window, which would otherwise leave a reader idle for every source.
+	// ahead bounds the bytes those claimed sources hold meanwhile.
 	readSlots chan struct{}
+	ahead     *aheadBudget
 }
 
 // New returns an Ingester writing to store.
@@ -303,9 +317,15 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 	errs := make([]error, len(sources))
 	var wg sync.WaitGroup
 	goroutines := in.opts.Workers
+	order := make([]int, len(sources))
+	for i := range order {
+		order[i] = i
+	}
 	if in.claims != nil {
 		in.readSlots = make(chan struct{}, in.opts.Workers)
-		goroutines *= 2
+		in.ahead = newAheadBudget(in.opts.ClaimAheadBytes)
+		goroutines += in.opts.ClaimAhead
+		order = claimOrder(in.claims.c.Worker(), sources)
 	}
 	for w := 0; w < goroutines; w++ {
 		wg.Add(1)
@@ -317,7 +337,7 @@ func (in *Ingester) attempt(ctx context.Context, sources []Source) (sum Summary,
 			}
 		}()
 	}
-	for i := range sources {
+	for _, i := range order {
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
@@ -428,7 +448,19 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 		return res, err
 	}
 	res.SourceID = id.key
+	// Bytes claimed ahead of reading, given back once the source has a
+	// read slot or is not this worker's to read.
+	var aheadBytes int64
+	defer func() {
+		if aheadBytes > 0 {
+			in.ahead.give(aheadBytes)
+		}
+	}()
 	if cs := in.claims; cs != nil && !(id.cp.Complete && id.cp.Size == uint64(size)) {
+		if !in.ahead.take(ctx, size) {
+			return res, ctx.Err()
+		}
+		aheadBytes = size
 		held, done, err := cs.claim(ctx, id.key, size)
 		if err != nil {
 			return res, err
@@ -496,6 +528,10 @@ func (in *Ingester) ingestOne(ctx context.Context, src Source, chunks chan<- *ch
 			return res, ctx.Err()
 		}
 		defer func() { <-in.readSlots }()
+		if aheadBytes > 0 {
+			in.ahead.give(aheadBytes)
+			aheadBytes = 0
+		}
 	}
 	format := src.Format
 	if format == FormatAuto || format == "" {

@@ -174,6 +174,8 @@ func (w workerClaims) Lease() time.Duration {
 	return w.c.Lease
 }
 
+func (w workerClaims) Worker() string { return w.c.Worker }
+
 type heldClaim struct{ *workclaim.Held }
 
 func (h heldClaim) Renew(ctx context.Context) error {
@@ -285,13 +287,23 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 				break
 			}
 			a.log.Info("waiting for another ingest worker to link the span", "watermark", sp.Watermark)
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(min(max(share.co.Lease/4, 100*time.Millisecond), 2*time.Second)):
-			}
-			if sp, ok, err = ingest.PendingCorrelation(ctx, s); err != nil || !ok {
-				return nil, err
+			// Whether the span is linked is asked often (one small read);
+			// the claim, which costs a settle window, only once per poll.
+			// Waiting the whole poll left this worker idle for up to 2 s
+			// after a link of half a second.
+			retry := time.Now().Add(min(max(share.co.Lease/4, 100*time.Millisecond), 2*time.Second))
+			for {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(min(200*time.Millisecond, max(time.Until(retry), 0))):
+				}
+				if sp, ok, err = ingest.PendingCorrelation(ctx, s); err != nil || !ok {
+					return nil, err
+				}
+				if !time.Now().Before(retry) {
+					break
+				}
 			}
 		}
 		// Renewed while it runs (a big span takes longer than a lease);
