@@ -11,6 +11,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Claims lets several ingest processes, maybe on different machines, split
@@ -117,51 +119,25 @@ func claimOrder(worker string, sources []Source) []int {
 // slot. Claiming ahead hides each claim's settle window behind the
 // sources being read; bounded by bytes, a worker does not sit on large
 // sources it will not read for minutes while another worker has nothing
-// left. One source is always let through, however large.
+// left. A source larger than the budget takes all of it, so one is always
+// let through once nothing else is ahead.
 type aheadBudget struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
+	sem   *semaphore.Weighted
 	limit int64
-	used  int64
 }
 
 func newAheadBudget(limit int64) *aheadBudget {
-	b := &aheadBudget{limit: limit}
-	b.cond = sync.NewCond(&b.mu)
-	return b
+	return &aheadBudget{sem: semaphore.NewWeighted(limit), limit: limit}
 }
 
 // take waits until n bytes fit (or nothing else is ahead) and takes them;
 // false if ctx ended first.
 func (b *aheadBudget) take(ctx context.Context, n int64) bool {
-	stop := context.AfterFunc(ctx, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.cond.Broadcast()
-	})
-	defer stop()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for b.used > 0 && b.used+n > b.limit {
-		if ctx.Err() != nil {
-			return false
-		}
-		b.cond.Wait()
-	}
-	if ctx.Err() != nil {
-		return false
-	}
-	b.used += n
-	return true
+	return b.sem.Acquire(ctx, min(n, b.limit)) == nil
 }
 
 // give returns n bytes taken.
-func (b *aheadBudget) give(n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
-	b.cond.Broadcast()
-}
+func (b *aheadBudget) give(n int64) { b.sem.Release(min(n, b.limit)) }
 
 // claimSet is one Ingest call's claims: held by source id, renewed by one
 // goroutine, done when the flusher commits a source's final checkpoint.
@@ -299,23 +275,16 @@ func (cs *claimSet) renew(ctx context.Context) {
 	}
 }
 
-// quickPoll is how often the wait between passes asks whether the sources
-// other workers held are done: a cheap read, where a pass costs a claim
-// attempt per source. Waiting the whole ClaimPoll instead left a worker
-// idle for up to 2 s after the others had finished.
+// quickPoll is how often a worker waiting on other workers asks whether
+// they are done: a cheap read, where trying again (a claim) costs a settle
+// window. Waiting the whole poll instead left a worker idle for up to 2 s
+// after the others had finished.
 const quickPoll = 200 * time.Millisecond
 
-// waitElsewhere waits until every source another worker held in the pass
-// just ended is done, or poll has passed (a holder may have died: the
-// next pass takes its sources over once their leases run out).
-func (cs *claimSet) waitElsewhere(ctx context.Context, poll time.Duration) error {
-	cs.mu.Lock()
-	units := make([]string, 0, len(cs.elsewhere))
-	for _, u := range cs.elsewhere {
-		units = append(units, u)
-	}
-	cs.elsewhere = nil
-	cs.mu.Unlock()
+// WaitOthers waits for other ingest workers: it asks done every 200 ms
+// and returns when done reports true or an error, or once poll has
+// passed, when the caller tries again itself (a holder may have died).
+func WaitOthers(ctx context.Context, poll time.Duration, done func(context.Context) (bool, error)) error {
 	deadline := time.Now().Add(poll)
 	for {
 		wait := min(quickPoll, time.Until(deadline))
@@ -327,19 +296,35 @@ func (cs *claimSet) waitElsewhere(ctx context.Context, poll time.Duration) error
 			return ctx.Err()
 		case <-time.After(wait):
 		}
+		if ok, err := done(ctx); ok || err != nil {
+			return err
+		}
+	}
+}
+
+// waitElsewhere waits until every source another worker held in the pass
+// just ended is done, or poll has passed (the next pass takes a dead
+// holder's sources over once their leases run out).
+func (cs *claimSet) waitElsewhere(ctx context.Context, poll time.Duration) error {
+	cs.mu.Lock()
+	units := make([]string, 0, len(cs.elsewhere))
+	for _, u := range cs.elsewhere {
+		units = append(units, u)
+	}
+	cs.elsewhere = nil
+	cs.mu.Unlock()
+	return WaitOthers(ctx, poll, func(ctx context.Context) (bool, error) {
 		if len(units) == 0 {
-			continue // sources seen elsewhere only by their checkpoints: wait out poll
+			return false, nil // nothing recorded to watch: the poll is waited out, as before
 		}
 		left, err := cs.c.Remaining(ctx, cs.job, units)
 		if err != nil {
 			cs.log.Warn("could not ask whether other workers finished their sources", slog.String("error", err.Error()))
-			continue
-		}
-		if len(left) == 0 {
-			return nil
+			return false, nil
 		}
 		units = left
-	}
+		return len(left) == 0, nil
+	})
 }
 
 // ingestShared is Ingest for one worker among several: passes over the

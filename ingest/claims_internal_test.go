@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -89,16 +88,14 @@ func TestAheadBudget(t *testing.T) {
 
 // remainingClaims answers Remaining from a set of done units.
 type remainingClaims struct {
-	mu    sync.Mutex
-	done  map[string]bool
-	asked atomic.Int32
+	mu   sync.Mutex
+	done map[string]bool
 }
 
 func (r *remainingClaims) Claim(context.Context, string, string) (ClaimHeld, error) { return nil, nil }
 func (r *remainingClaims) Lease() time.Duration                                     { return time.Minute }
 func (r *remainingClaims) Worker() string                                           { return "w" }
 func (r *remainingClaims) Remaining(_ context.Context, _ string, units []string) ([]string, error) {
-	r.asked.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var left []string

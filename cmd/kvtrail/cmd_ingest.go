@@ -291,19 +291,15 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 			// the claim, which costs a settle window, only once per poll.
 			// Waiting the whole poll left this worker idle for up to 2 s
 			// after a link of half a second.
-			retry := time.Now().Add(min(max(share.co.Lease/4, 100*time.Millisecond), 2*time.Second))
-			for {
-				select {
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				case <-time.After(min(200*time.Millisecond, max(time.Until(retry), 0))):
-				}
-				if sp, ok, err = ingest.PendingCorrelation(ctx, s); err != nil || !ok {
-					return nil, err
-				}
-				if !time.Now().Before(retry) {
-					break
-				}
+			if err := ingest.WaitOthers(ctx, min(max(share.co.Lease/4, 100*time.Millisecond), 2*time.Second),
+				func(ctx context.Context) (bool, error) {
+					sp, ok, err = ingest.PendingCorrelation(ctx, s)
+					return !ok, err
+				}); err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, nil // linked by the other worker
 			}
 		}
 		// Renewed while it runs (a big span takes longer than a lease);
