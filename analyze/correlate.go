@@ -293,15 +293,6 @@ func (c *correlator) side(evs []*EngineEvent, want string, role func(*EngineEven
 	return s
 }
 
-// LinkSliceRequests is the most gateway responses Correlate links at
-// once by default. Linking runs inside `kvtrail ingest`, under its soft
-// memory limit (memory_limit, 192 MiB): slices of 25,000 requests held a
-// live heap near that limit, and at scale 20 the runtime then spent 22 s
-// of CPU returning memory to the OS and the linking took 99-106 s; slices
-// of 8,000 took 86-90 s with the CPU of hour-by-hour linking (108-124 s),
-// and 7.1-7.8 s at scale 2 (25,000: 10.2 s; hour by hour: 21-24 s).
-const LinkSliceRequests = 8_000
-
 // factBatch is how many linked requests Correlate gathers before saving
 // them in one go.
 const factBatch = 50_000

@@ -10,7 +10,7 @@ import (
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
-// Correlating hour by hour (what ingest does) links every gateway-logged
+// Correlating in slices (what ingest does) links every gateway-logged
 // request exactly as one pass over the whole window (what analyze does):
 // same keys, same links, same evidence, in request_facts.
 func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
@@ -49,22 +49,57 @@ func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
 	if n := len(planSlices(buckets, wide, perSlice)); n < 6 {
 		t.Fatalf("the window is linked in %d slices: too few to cross slice edges", n)
 	}
-	start := time.Now()
-	saved, err := r.Correlate(ctx, wide, perSlice)
-	if err != nil {
-		t.Fatal(err)
+	planned := len(planSlices(buckets, wide, perSlice))
+	// The slices are the caller's, or (0) the analysis's own: the link
+	// after an ingest takes Config.SliceRequests, and each slice reads the
+	// gateway once.
+	for _, tc := range []struct {
+		name       string
+		maxReq     int
+		cfgSlices  int
+		wantSlices int
+	}{
+		{"slices given", perSlice, 0, planned},
+		{"the analysis's slices", 0, perSlice, planned},
+		{"whole window", -1, perSlice, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counted := &gatewayScans{Store: s}
+			cfg := r.Cfg
+			cfg.SliceRequests = tc.cfgSlices
+			rr := &Runner{DB: counted, Cfg: cfg, Trigger: "test"}
+			start := time.Now()
+			saved, err := rr.Correlate(ctx, wide, tc.maxReq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if saved != gatewayLogged {
+				t.Errorf("sliced correlation saved %d facts, one pass built %d for gateway-logged requests", saved, gatewayLogged)
+			}
+			if counted.n != tc.wantSlices {
+				t.Errorf("linked in %d slices (gateway reads), want %d", counted.n, tc.wantSlices)
+			}
+			var n2, h2 uint64
+			if err := s.QueryRow(ctx, digest).Scan(&n2, &h2); err != nil {
+				t.Fatal(err)
+			}
+			if n1 != n2 || h1 != h2 {
+				t.Errorf("request_facts after sliced correlation: %d rows (%x), one pass: %d rows (%x)", n2, h2, n1, h1)
+			}
+			t.Logf("%d requests linked in %d slices in %v over a window from 1971", saved, counted.n, time.Since(start))
+		})
 	}
-	if saved != gatewayLogged {
-		t.Errorf("sliced correlation saved %d facts, one pass built %d for gateway-logged requests", saved, gatewayLogged)
-	}
-	var n2, h2 uint64
-	if err := s.QueryRow(ctx, digest).Scan(&n2, &h2); err != nil {
-		t.Fatal(err)
-	}
-	if n1 != n2 || h1 != h2 {
-		t.Errorf("request_facts after sliced correlation: %d rows (%x), one pass: %d rows (%x)", n2, h2, n1, h1)
-	}
-	t.Logf("%d requests linked in %v over a window from 1971", saved, time.Since(start))
+}
+
+// gatewayScans counts the gateway reads of a Store: one per slice linked.
+type gatewayScans struct {
+	Store
+	n int
+}
+
+func (g *gatewayScans) ScanGatewayResponses(ctx context.Context, w Window, fn func(*GatewayResponse) error) error {
+	g.n++
+	return g.Store.ScanGatewayResponses(ctx, w, fn)
 }
 
 // A slice keeps, from the lines of its link margins, exactly what the

@@ -523,19 +523,27 @@ func (r *Runner) plan(ctx context.Context, wd *Dataset) ([]Window, error) {
 // analyzers: what `kvtrail ingest` does once its rows are in, so a request
 // can be followed across nodes before anyone runs analyze. It reads the
 // node map once for w, as an analysis of w does, then links w in slices of
-// at most maxRequests gateway responses (0: LinkSliceRequests), cut where
-// the requests are, as an analysis cuts its slices: a stray 1970
-// timestamp in a log widens the window, not the work, and memory follows
-// the requests of one slice. Engine lines are read LinkMargin beyond each
-// slice's edges; each fact is kept by the one slice its time falls in. It
-// returns the facts saved.
+// at most maxRequests gateway responses, cut where the requests are, as an
+// analysis cuts its slices: a stray 1970 timestamp in a log widens the
+// window, not the work, and memory follows the requests of one slice.
+// maxRequests 0 means the analysis's own slices (Config.SliceRequests,
+// DefaultSliceRequests when unset), negative the window whole. Engine
+// lines are read LinkMargin beyond each slice's edges; each fact is kept
+// by the one slice its time falls in. It returns the facts saved.
 //
 // It used to link hour by hour and read the node map for each hour: at
 // scale 2 (197,675 requests over 13 days), 314 slices whose fixed reads
-// made linking take as long as the ingest before it.
+// made linking take as long as the ingest before it. Then in slices of
+// 8,000 requests, sized for ingest's 192 MiB memory limit: each slice's
+// engine lines were read with 15 minutes of margin on both sides, and at
+// scale 100 a slice of 8,000 spans about 15 minutes, so the server read
+// every engine line about three times. Its caller now gives it the
+// analysis's memory limit (cmd/kvtrail, runIngest).
 func (r *Runner) Correlate(ctx context.Context, w Window, maxRequests int) (int, error) {
-	if maxRequests <= 0 {
-		maxRequests = LinkSliceRequests
+	if maxRequests == 0 {
+		if maxRequests = r.Cfg.SliceRequests; maxRequests == 0 {
+			maxRequests = DefaultSliceRequests
+		}
 	}
 	wd, err := r.prepare(ctx, w, false)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // Checkpoint is a source's row in ingest_sources: how far it was committed
@@ -161,4 +163,29 @@ func MarkCorrelated(ctx context.Context, s CheckpointStore, sp CorrelationSpan, 
 		return fmt.Errorf("record correlation: %w", err)
 	}
 	return nil
+}
+
+// Linker links the requests of a window across nodes into request_facts
+// (analyze.Runner.Correlate; maxRequests 0: its own slices).
+type Linker interface {
+	Correlate(ctx context.Context, w domain.Window, maxRequests int) (int, error)
+}
+
+// LinkSpan links a pending span's requests and records the span as
+// linked: what `kvtrail ingest` does after its lines. The span is widened
+// by margin on both sides, since requests already in whose other side
+// just arrived (a gateway line a little before the new engine lines) are
+// within one link margin of it. It returns the window linked and the
+// requests saved.
+func LinkSpan(ctx context.Context, s CheckpointStore, l Linker, sp CorrelationSpan, margin time.Duration) (domain.Window, int, error) {
+	margin = max(margin, 0)
+	w := domain.Window{From: sp.From.Add(-margin), To: sp.To.Add(margin)}
+	n, err := l.Correlate(ctx, w, 0)
+	if err != nil {
+		return w, n, fmt.Errorf("link requests (request_facts): %w", err)
+	}
+	if err := MarkCorrelated(ctx, s, sp, n); err != nil {
+		return w, n, fmt.Errorf("link requests (request_facts): %w", err)
+	}
+	return w, n, nil
 }

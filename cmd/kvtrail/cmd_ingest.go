@@ -209,17 +209,23 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 		opts.Progress = &barProgress{}
 	}
 	sum, ingestErr := ingest.New(s, opts).Ingest(cmd.Context(), sources)
-	// Linking holds a slice of requests, not a stream of rows, and runs
-	// under the fixed limit as before: with the limit as its only trigger,
-	// linking the scale-10 incident took 23.0-38.5 s in four runs against
-	// 24.1-28.8 s in four alternating with them, no gain shown.
 	stopGoverning()
 	stopGoverning = func() {}
-	a.limitMemory()
 	var linked *correlation
 	if fl.correlate {
+		// Linking is the analysis's code on the analysis's slices, so it
+		// runs under the analysis's memory limit, not the line stream's:
+		// it holds a slice of requests and their engine lines. In slices
+		// sized for memory_limit (8,000 requests) the server read each
+		// engine line up to three times (the slices' link margins), and
+		// larger slices under that limit had the collector run without
+		// pause: at scale 20, 35-37 s against 20-21 s now, peak RSS 225
+		// against 563-577 MB (docs/performance.md, "Request linking").
+		stopLinking := setMemoryLimit(a.cfg.Analyze.MemoryLimitMB, a.log)
 		var err error
-		if linked, err = correlateIngested(cmd.Context(), a, s, share); err != nil {
+		linked, err = correlateIngested(cmd.Context(), a, s, share)
+		stopLinking()
+		if err != nil {
 			ingestErr = errors.Join(ingestErr, err)
 		}
 	}
@@ -329,21 +335,11 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 	}
 	t0 := time.Now()
 	cfg := a.analyzeConfig()
-	w := analyze.Window{From: sp.From, To: sp.To}
-	// Requests already in whose other side just arrived (a gateway line a
-	// little before the new engine lines) are within one link margin of
-	// the span.
-	if m := cfg.LinkMargin; m > 0 {
-		w.From, w.To = w.From.Add(-m), w.To.Add(m)
-	}
-	a.log.Info("linking requests into request_facts", "window", w.String())
+	a.log.Info("linking requests into request_facts", "from", sp.From, "to", sp.To)
 	r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
-	n, err := r.Correlate(ctx, w, 0)
+	w, n, err := ingest.LinkSpan(ctx, s, r, sp, cfg.LinkMargin)
 	if err != nil {
-		return nil, fmt.Errorf("link requests (request_facts): %w", err)
-	}
-	if err := ingest.MarkCorrelated(ctx, s, sp, n); err != nil {
-		return nil, fmt.Errorf("link requests (request_facts): %w", err)
+		return nil, err
 	}
 	return &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}, nil
 }

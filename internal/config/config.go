@@ -30,9 +30,9 @@ type Config struct {
 	// GOMEMLIMIT, which wins when set) for ingest, serve and demo: the
 	// garbage collector works harder near it, which keeps a bulk ingest's
 	// RSS bounded. A bulk ingest reading lines collects only at it (GOGC
-	// off unless the GOGC variable is set); linking and serving commands
-	// keep GOGC too. Analysis
-	// commands do not use it. 0 disables it.
+	// off unless the GOGC variable is set); serving commands keep GOGC.
+	// Analysis commands, and the request linking after an ingest's lines,
+	// run under analyze.memory_limit_mb instead. 0 disables it.
 	MemoryLimit int64 `mapstructure:"memory_limit" yaml:"memory_limit"`
 }
 
