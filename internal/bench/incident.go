@@ -31,7 +31,9 @@ type IncidentResult struct {
 	Scale    float64
 	Requests int
 	Lines    uint64
-	Phases   []Phase
+	// Linked is how many requests the link phase saved to request_facts.
+	Linked int
+	Phases []Phase
 	// AnalyzeSteps are the analysis's own steps (load and correlate, save
 	// request_facts, each analyzer, the reconstruction), which add up to
 	// most of the analyze phase; PeakRSS is not measured per step.
@@ -103,9 +105,10 @@ type DiskStore interface {
 	DiskBytes(ctx context.Context) (uint64, error)
 }
 
-// Incident simulates an incident to disk, ingests it, analyzes it and
-// reads the notification list, timing each phase with its peak RSS, then
-// compares the list with the simulator's truth.
+// Incident simulates an incident to disk, ingests it, links its requests
+// (as `kvtrail ingest` does), analyzes it and reads the notification
+// list, timing each phase with its peak RSS, then compares the list with
+// the simulator's truth.
 func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResult, error) {
 	res := IncidentResult{Scale: o.Scale}
 	dir := o.Dir
@@ -168,6 +171,25 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		}
 		res.Lines = sum.Total.Records
 		return nil
+	}); err != nil {
+		return res, err
+	}
+	// What `kvtrail ingest` does after its lines unless told not to: link
+	// the ingested span's requests into request_facts, with the analysis's
+	// slices and memory limit. The analysis links its window again (it
+	// needs the requests in memory), so this phase is the cost of the
+	// default path, reported apart.
+	if err := phase("link", func() error {
+		if o.AnalyzeMemoryLimit > 0 {
+			defer memlimit.Start(o.AnalyzeMemoryLimit).Stop()
+		}
+		sp, pending, err := ingest.PendingCorrelation(ctx, s)
+		if err != nil || !pending {
+			return err
+		}
+		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench"}
+		_, res.Linked, err = ingest.LinkSpan(ctx, s, r, sp, o.Cfg.LinkMargin)
+		return err
 	}); err != nil {
 		return res, err
 	}

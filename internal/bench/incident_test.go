@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/analyze"
+	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/bench"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
@@ -21,7 +22,7 @@ func TestIncidentBenchmark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"simulate", "ingest", "analyze", "notification list"}
+	want := []string{"simulate", "ingest", "link", "analyze", "notification list"}
 	if len(res.Phases) != len(want) {
 		t.Fatalf("phases %+v, want %v", res.Phases, want)
 	}
@@ -43,8 +44,16 @@ func TestIncidentBenchmark(t *testing.T) {
 			t.Errorf("analysis steps %+v: no %q", res.AnalyzeSteps, name)
 		}
 	}
-	if sum <= 0 || sum > res.Phases[2].Duration {
-		t.Errorf("analysis steps add up to %s, the analyze phase took %s", sum, res.Phases[2].Duration)
+	if sum <= 0 || sum > res.Phases[3].Duration {
+		t.Errorf("analysis steps add up to %s, the analyze phase took %s", sum, res.Phases[3].Duration)
+	}
+	// The link phase links the gateway-logged requests, as kvtrail ingest
+	// does, and records the span: nothing is left pending for the next.
+	if res.Linked == 0 || res.Linked > res.Requests {
+		t.Errorf("the link phase saved %d facts of %d requests", res.Linked, res.Requests)
+	}
+	if _, pending, err := ingest.PendingCorrelation(context.Background(), s); err != nil || pending {
+		t.Errorf("after the link phase: pending %v (%v), want the span recorded as linked", pending, err)
 	}
 	if res.Requests == 0 || res.Lines == 0 || res.DiskBytes == 0 {
 		t.Fatalf("requests %d, records %d, disk %d: want all non-zero", res.Requests, res.Lines, res.DiskBytes)
