@@ -24,9 +24,10 @@ func newBenchIncidentCmd(a *app) *cobra.Command {
 		Long: `bench incident simulates an incident of --scale (1 is about 100,000 requests;
 --scale 100 about 10 million) to disk, ingests it into a fresh database,
 links its requests into request_facts as kvtrail ingest does, analyzes it,
-reads the notification list and compares it with the simulator's truth. It prints each phase's time and this process's peak RSS
-during it, ClickHouse's bytes on disk, and how the received and exposed
-lists agree with the truth. With --database (and --dir, where that incident
+reads the notification list and compares it with the simulator's truth.
+It prints each phase's time and this process's peak RSS during it, the
+time from the first line to the list, ClickHouse's bytes on disk, and how
+the received and exposed lists agree with the truth. With --database (and --dir, where that incident
 was simulated to) it analyzes an incident already ingested there, such as
 one kept with --keep, and drops nothing.`,
 		Args: cobra.NoArgs,
