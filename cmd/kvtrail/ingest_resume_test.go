@@ -107,6 +107,11 @@ func TestIngestKilledAtEveryPhaseEqualsCleanRun(t *testing.T) {
 			// SIGSTOPs, so the phase is observed with the child frozen in
 			// it, and the SIGKILL lands there. A child that got through
 			// the phase within one step is retried on a fresh database.
+			// The last phase lasts one round trip (request_facts' insert
+			// acknowledged, the step's insert sent), and the server goes
+			// on with an insert already sent while the child is stopped:
+			// a fresh-clone CI run on 2026-12-05 missed it five times in a
+			// row, beside the other packages' tests.
 			for try := 1; ; try++ {
 				s = testdb.New(t)
 				killed, err := killAt(t, envFor(s), manifest, func() bool { return ph.at(s) })
@@ -116,8 +121,8 @@ func TestIngestKilledAtEveryPhaseEqualsCleanRun(t *testing.T) {
 				if killed {
 					break
 				}
-				if try == 5 {
-					t.Fatalf("the child got through %q within one step five times", ph.name)
+				if try == 12 {
+					t.Fatalf("the child got through %q within one step %d times", ph.name, try)
 				}
 			}
 			if _, errOut, code := run(t, t.TempDir(), envFor(s), "ingest", "--manifest", manifest); code != 0 {
