@@ -3,6 +3,8 @@ package analyze
 import (
 	"context"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // factSaver saves a run's linked requests to request_facts in the
@@ -28,11 +30,14 @@ type factSaver struct {
 	// waited is how long the run waited for inserts: the part of saving
 	// that did not overlap with anything.
 	waited time.Duration
+	// digest, when set, gets every row saved (a link's record of what it
+	// saved, domain.FactLink).
+	digest *domain.FactDigest
 }
 
 // factInserter is the part of Results a factSaver uses.
 type factInserter interface {
-	RequestFactsInsert(facts []*Fact, version uint64) func(context.Context) error
+	RequestFactsInsert(facts []*Fact, version uint64, dg *domain.FactDigest) func(context.Context) error
 }
 
 func newFactSaver(ctx context.Context, db factInserter, version uint64) *factSaver {
@@ -42,7 +47,7 @@ func newFactSaver(ctx context.Context, db factInserter, version uint64) *factSav
 // save starts saving facts once the previous insert has ended, and
 // reports that insert's error (or any earlier one).
 func (s *factSaver) save(facts []*Fact) error {
-	send := s.db.RequestFactsInsert(facts, s.version)
+	send := s.db.RequestFactsInsert(facts, s.version, s.digest)
 	if err := s.wait(); err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // recordingInserter builds "rows" (the facts' keys) when asked, and sends
@@ -19,7 +21,7 @@ type recordingInserter struct {
 	release  chan error
 }
 
-func (r *recordingInserter) RequestFactsInsert(facts []*Fact, _ uint64) func(context.Context) error {
+func (r *recordingInserter) RequestFactsInsert(facts []*Fact, _ uint64, _ *domain.FactDigest) func(context.Context) error {
 	keys := make([]string, len(facts))
 	for i, f := range facts {
 		keys[i] = f.Key

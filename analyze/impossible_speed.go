@@ -125,7 +125,7 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, hashed bool, f
 		}
 		return nil
 	}
-	return d.DB.ScanSpeedPoints(ctx, d.factsVersion, d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
+	return d.DB.ScanSpeedPoints(ctx, d.versions(), d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
 		prompt := max(sp.Prompt, sp.DecodePrompt)
 		if sp.Status != 200 || sp.TTFTMs <= 0 || sp.PrefillNode == "" || !d.Window.Contains(sp.TS) || sp.Cached > prompt {
 			return nil

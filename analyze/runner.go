@@ -101,13 +101,14 @@ type Dataset struct {
 	// A slice of a window read in slices (slices.go): own is the span whose
 	// findings it keeps, parent the window's Dataset. complete says that
 	// Facts, ByRoom and ByKey hold every request of the window (it was
-	// read whole); otherwise requests are read back from request_facts of
-	// factsVersion when a window-wide step needs them.
+	// read whole); otherwise requests are read back from request_facts
+	// (the run's rows: versions()) when a window-wide step needs them.
 	own          *Window
 	parent       *Dataset
 	linked       []*Fact // every request linked (own and context), in time order
 	complete     bool
-	factsVersion uint64
+	factsVersion uint64 // the run's rows are saved under it
+	adopted      uint64 // the version of the link whose rows the run took as its own (adopt.go); 0: none
 	nodes        nodeMap
 
 	pages    *pageReplay
@@ -156,6 +157,9 @@ type Report struct {
 	Reconstruction *Reconstruction
 	// Slices is how many slices the window was read in (1: whole).
 	Slices int
+	// Adopted is how many requests' rows the run took from a link instead
+	// of saving them again (adopt.go).
+	Adopted uint64
 }
 
 // Errors reports whether any analyzer run ended in ERROR.
@@ -202,6 +206,10 @@ type Runner struct {
 	// benchmarks and case analysis, which print or return counts and run
 	// ids, run lean; tests and live rounds read the findings.
 	Lean bool
+	// NoAdopt has the run save every request it links even where the
+	// newest link saved the same rows (adopt.go): tests, and the bench's
+	// comparison of the two.
+	NoAdopt bool
 }
 
 // TriggerLive is the trigger of serve's live rounds (Runner.Live).
@@ -319,7 +327,7 @@ func (r *Runner) gaps(ctx context.Context, wd *Dataset) ([]Gap, error) {
 func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole bool) (*Dataset, error) {
 	w, cfg := wd.Window, wd.Cfg
 	d := &Dataset{DB: r.DB, Window: w, Cfg: cfg, Watermark: wd.Watermark, Boots: wd.Boots, Gaps: wd.Gaps,
-		nodes: wd.nodes, factsVersion: wd.factsVersion, complete: whole}
+		nodes: wd.nodes, factsVersion: wd.factsVersion, adopted: wd.adopted, complete: whole}
 	link := w // the requests linked
 	if !whole {
 		own := own
@@ -360,7 +368,8 @@ func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole b
 }
 
 // Run analyzes w: it links the window's requests (in slices when they are
-// more than Config.SliceRequests), saves them to request_facts, runs the
+// more than Config.SliceRequests), saves them to request_facts (or, for
+// those the gateway logged, takes the rows a link saved: adopt.go), runs the
 // selected analyzers (each timed and recorded as its own run) and rebuilds
 // the affected list from the latest runs. It returns an error only when
 // the data could not be loaded or results could not be stored; an
@@ -415,6 +424,10 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 			early = append(early, s)
 		}
 	}
+	adopt, err := r.adoptable(ctx, wd)
+	if err != nil {
+		return nil, err
+	}
 	for _, own := range plan {
 		t0 = time.Now()
 		d, err := r.loadSlice(ctx, wd, own, len(plan) == 1)
@@ -422,7 +435,11 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 			return nil, err
 		}
 		loadTook += time.Since(t0)
-		if err := saver.save(d.Facts); err != nil {
+		save := d.Facts
+		if adopt != nil {
+			save = adopt.take(save)
+		}
+		if err := saver.save(save); err != nil {
 			return nil, err
 		}
 		for i := range sel {
@@ -446,6 +463,17 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	}
 	if err := saver.wait(); err != nil {
 		return nil, err
+	}
+	if adopt != nil {
+		t0 = time.Now()
+		ok, err := r.settle(ctx, adopt, wd)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			rep.Adopted = adopt.got.N
+		}
+		saver.waited += time.Since(t0)
 	}
 	t0 = time.Now()
 	if wd.Gaps, err = gaps.wait(); err != nil {
@@ -540,39 +568,65 @@ func (r *Runner) plan(ctx context.Context, wd *Dataset) ([]Window, error) {
 // every engine line about three times. Its caller now gives it the
 // analysis's memory limit (cmd/kvtrail, runIngest).
 func (r *Runner) Correlate(ctx context.Context, w Window, maxRequests int) (int, error) {
+	began := r.now()
+	wd, err := r.prepare(ctx, w, false)
+	if err != nil {
+		return 0, fmt.Errorf("correlate: %w", err)
+	}
+	link := domain.FactLink{Version: uint64(began.UnixNano()), From: wd.Window.From, To: wd.Window.To, LinkedAt: began}
+	saved, err := r.saveLinked(ctx, wd, maxRequests, link.Version, &link)
+	if err != nil {
+		return saved, fmt.Errorf("correlate: %w", err)
+	}
+	// Recorded once every row is in: a link cut short has no record, and
+	// no analysis takes its rows for its own (adopt.go).
+	if err := r.DB.SaveFactLink(ctx, link); err != nil {
+		return saved, fmt.Errorf("correlate: %w", err)
+	}
+	return saved, nil
+}
+
+// saveLinked links the requests of wd's window in slices of at most
+// maxRequests (0: the analysis's slices) and saves those the gateway
+// logged under version. Each slice is read as an analysis reads it, with
+// the window's node map and boots; each request is kept by the slice its
+// time falls in.
+// When rec is set, it gets what was saved: the requests' digest and their
+// earliest and latest time.
+func (r *Runner) saveLinked(ctx context.Context, wd *Dataset, maxRequests int, version uint64, rec *domain.FactLink) (int, error) {
 	if maxRequests == 0 {
 		if maxRequests = r.Cfg.SliceRequests; maxRequests == 0 {
 			maxRequests = DefaultSliceRequests
 		}
 	}
-	wd, err := r.prepare(ctx, w, false)
-	if err != nil {
-		return 0, fmt.Errorf("correlate: %w", err)
-	}
 	buckets, err := r.DB.RequestCounts(ctx, wd.Window.From, wd.Window.To, sliceStep)
 	if err != nil {
-		return 0, fmt.Errorf("correlate: %w", err)
+		return 0, err
 	}
-	version := uint64(r.now().UnixNano())
 	saved := 0
 	var pending []*Fact // saved together: one insert per factBatch, not per slice
 	saver := newFactSaver(ctx, r.DB, version)
+	if rec != nil {
+		saver.digest = &rec.Digest
+	}
 	defer saver.wait()
 	flush := func() error {
 		if err := saver.save(pending); err != nil {
-			return fmt.Errorf("correlate: %w", err)
+			return err
 		}
 		saved += len(pending)
 		pending = nil
 		return nil
 	}
-	for _, sw := range planSlices(buckets, wd.Window, maxRequests) {
-		// The slice read whole, with the window's node map and boots.
-		view := *wd
-		view.Window = sw
-		d, err := r.loadSlice(ctx, &view, sw, true)
+	plan := planSlices(buckets, wd.Window, maxRequests)
+	for _, sw := range plan {
+		// As an analysis reads its slices: the slice's requests linked
+		// with their context around it. The cuts are where the requests
+		// are, so an analysis of the same data cuts its slices at the same
+		// places and links each request as this link did (adopt.go).
+		d, err := r.loadSlice(ctx, wd, sw, len(plan) == 1)
 		if err != nil {
-			return saved, fmt.Errorf("correlate %s: %w", sw, err)
+			return saved, fmt.Errorf("%s: %w", sw, err)
 		}
 		for _, f := range d.Facts {
 			// Only requests the gateway logged: their key (the request
@@ -580,8 +634,16 @@ func (r *Runner) Correlate(ctx context.Context, w Window, maxRequests int) (int,
 			// gateway line from a source not ingested yet, and would then
 			// stay behind as a second row under "room:N"; analyze, whose
 			// window decides that a gateway line is missing, saves those.
-			if f.GW != nil && sw.Contains(f.TS) {
+			if f.GW != nil {
 				pending = append(pending, f)
+				if rec != nil {
+					if rec.First.IsZero() || f.TS.Before(rec.First) {
+						rec.First = f.TS
+					}
+					if f.TS.After(rec.Last) {
+						rec.Last = f.TS
+					}
+				}
 			}
 		}
 		if len(pending) >= factBatch {
@@ -593,10 +655,7 @@ func (r *Runner) Correlate(ctx context.Context, w Window, maxRequests int) (int,
 	if err := flush(); err != nil {
 		return saved, err
 	}
-	if err := saver.wait(); err != nil {
-		return saved, fmt.Errorf("correlate: %w", err)
-	}
-	return saved, nil
+	return saved, saver.wait()
 }
 
 // RunAnalyzer runs one analyzer on a loaded dataset without storing

@@ -179,7 +179,7 @@ func (r *Runner) workSlice(ctx context.Context, wd *Dataset, sel []Analyzer, own
 	if err != nil {
 		return err
 	}
-	if err := r.DB.RequestFactsInsert(d.Facts, wd.factsVersion)(ctx); err != nil {
+	if err := r.DB.RequestFactsInsert(d.Facts, wd.factsVersion, nil)(ctx); err != nil {
 		return err
 	}
 	rows := make([]domain.SliceResult, 0, len(sel))

@@ -17,7 +17,7 @@ func init() { benchCommands = append(benchCommands, newBenchIncidentCmd) }
 func newBenchIncidentCmd(a *app) *cobra.Command {
 	var scenario, dir, database string
 	var scale float64
-	var keep bool
+	var keep, noAdopt bool
 	c := &cobra.Command{
 		Use:   "incident",
 		Short: "An incident from simulation to the notification list: time and peak RSS per phase, disk, and the list against the truth",
@@ -56,7 +56,7 @@ one kept with --keep, and drops nothing.`,
 			defer closeFn()
 			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir, Ingested: database != "",
 				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB),
-				IngestMemoryLimit: a.memoryLimit()})
+				IngestMemoryLimit: a.memoryLimit(), NoAdopt: noAdopt})
 			if err != nil {
 				return err
 			}
@@ -83,6 +83,9 @@ one kept with --keep, and drops nothing.`,
 				fmt.Fprintf(tw, "first line to list\t%.1fs\t(ingest, link, analyze, list)\n", line.Seconds())
 			}
 			_ = tw.Flush()
+			if res.Adopted > 0 {
+				fmt.Fprintf(w, "\nthe analysis took the link's rows of %d requests as its own\n", res.Adopted)
+			}
 			fmt.Fprintf(w, "\nClickHouse bytes on disk: %.1f MB\n", float64(res.DiskBytes)/1e6)
 			fmt.Fprintf(w, "received foreign data: %d listed, %d true, %d missed, %d extra (exact: %v)\n",
 				res.Received.Listed, res.ReceivedTruth, res.Received.Missed, res.Received.Extra, res.Received.Exact())
@@ -95,6 +98,7 @@ one kept with --keep, and drops nothing.`,
 	c.Flags().Float64Var(&scale, "scale", 1, "traffic multiplier (1 ≈ 100k requests)")
 	c.Flags().StringVar(&dir, "dir", "", "keep the simulated logs in this directory (default: a temporary one, removed)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
+	c.Flags().BoolVar(&noAdopt, "no-adopt", false, "the analysis saves every request it links, even those the link saved (the comparison)")
 	c.Flags().StringVar(&database, "database", "", "analyze the incident already ingested in this database (with --dir: its simulation); nothing is simulated, ingested or dropped")
 	return c
 }

@@ -192,6 +192,9 @@ func printReport(w io.Writer, rep *analyze.Report) {
 		fmt.Fprintf(w, "\naffected list %s: %d tenants received foreign data, %d possibly exposed\n", rc.ID,
 			n[analyze.RoleReceived], n[analyze.RoleExposed])
 	}
+	if rep.Adopted > 0 {
+		fmt.Fprintf(w, "\nrequest_facts: took the rows of %d requests that kvtrail ingest's link saved (same digest)\n", rep.Adopted)
+	}
 	fmt.Fprintln(w, "\ntimings:")
 	for _, p := range rep.Phases {
 		fmt.Fprintf(w, "  %-32s %s\n", p.Name, p.Duration.Round(time.Millisecond))

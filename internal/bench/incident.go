@@ -31,9 +31,12 @@ type IncidentResult struct {
 	Scale    float64
 	Requests int
 	Lines    uint64
-	// Linked is how many requests the link phase saved to request_facts.
-	Linked int
-	Phases []Phase
+	// Linked is how many requests the link phase saved to request_facts;
+	// Adopted how many of their rows the analysis took as its own instead
+	// of saving them again (analyze/adopt.go).
+	Linked  int
+	Adopted uint64
+	Phases  []Phase
 	// AnalyzeSteps are the analysis's own steps (load and correlate, save
 	// request_facts, each analyzer, the reconstruction), which add up to
 	// most of the analyze phase; PeakRSS is not measured per step.
@@ -96,6 +99,9 @@ type IncidentOptions struct {
 	// simulation and ingest are skipped (Dir still gives the truth), as
 	// when a run is repeated on its kept database.
 	Ingested bool
+	// NoAdopt has the analysis save every request it links even where the
+	// link saved the same rows (analyze.Runner.NoAdopt): the comparison.
+	NoAdopt bool
 }
 
 // DiskStore is what the incident benchmark needs beyond analysis.
@@ -206,12 +212,13 @@ func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth i
 			// As kvtrail analyze: a limit that follows the live heap.
 			defer memlimit.Start(o.AnalyzeMemoryLimit).Stop()
 		}
-		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench", Lean: true}
+		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench", Lean: true, NoAdopt: o.NoAdopt}
 		rep, err := r.Run(ctx, analyze.Window{}, nil)
 		if err == nil && rep.Errors() {
 			err = fmt.Errorf("an analyzer failed")
 		}
 		if rep != nil {
+			res.Adopted = rep.Adopted
 			for _, p := range rep.Phases {
 				res.AnalyzeSteps = append(res.AnalyzeSteps, Phase{Name: p.Name, Duration: p.Duration})
 			}

@@ -52,6 +52,11 @@ func TestIncidentBenchmark(t *testing.T) {
 	if res.Linked == 0 || res.Linked > res.Requests {
 		t.Errorf("the link phase saved %d facts of %d requests", res.Linked, res.Requests)
 	}
+	// The analysis after it takes the link's rows instead of writing the
+	// same rows again.
+	if res.Adopted != uint64(res.Linked) {
+		t.Errorf("the analysis adopted %d requests' rows, the link saved %d", res.Adopted, res.Linked)
+	}
 	if _, pending, err := ingest.PendingCorrelation(context.Background(), s); err != nil || pending {
 		t.Errorf("after the link phase: pending %v (%v), want the span recorded as linked", pending, err)
 	}

@@ -39,7 +39,7 @@ const factSendRows = 8192
 // version (a later build with a higher version replaces earlier rows of
 // the same key), at most anFactBatch rows per INSERT.
 func (s *Store) SaveRequestFacts(ctx context.Context, facts []*domain.Request, version uint64) error {
-	return s.RequestFactsInsert(facts, version)(ctx)
+	return s.RequestFactsInsert(facts, version, nil)(ctx)
 }
 
 // RequestFactsInsert builds the request_facts rows of facts now and
@@ -49,12 +49,12 @@ func (s *Store) SaveRequestFacts(ctx context.Context, facts []*domain.Request, v
 // linked requests. The rows go in as one slice per column: row by row, the
 // driver boxed every value and grew each column from empty, 29
 // allocations and 4 KB a request.
-func (s *Store) RequestFactsInsert(facts []*domain.Request, version uint64) func(context.Context) error {
+func (s *Store) RequestFactsInsert(facts []*domain.Request, version uint64, dg *domain.FactDigest) func(context.Context) error {
 	// The blocks are built before any INSERT opens, so the server does not
 	// hold an open INSERT while the client computes rows.
 	var blocks []*factBlock
 	for start := 0; start < len(facts); start += anFactBatch {
-		blocks = append(blocks, newFactBlock(facts[start:min(start+anFactBatch, len(facts))], version))
+		blocks = append(blocks, newFactBlock(facts[start:min(start+anFactBatch, len(facts))], version, dg))
 	}
 	return func(ctx context.Context) error {
 		for _, block := range blocks {
@@ -93,7 +93,7 @@ type factBlock struct {
 	lines                                                                         [][]uint64
 }
 
-func newFactBlock(facts []*domain.Request, version uint64) *factBlock {
+func newFactBlock(facts []*domain.Request, version uint64, dg *domain.FactDigest) *factBlock {
 	n := len(facts)
 	strs := func() []string { return make([]string, 0, n) }
 	u64s := func() []uint64 { return make([]uint64, 0, n) }
@@ -104,8 +104,13 @@ func newFactBlock(facts []*domain.Request, version uint64) *factBlock {
 		dPrompt: u64s(), version: u64s(), status: make([]uint16, 0, n), ttft: make([]float64, 0, n), dur: make([]float64, 0, n),
 		pRank: make([]int16, 0, n), dRank: make([]int16, 0, n), rejected: u8s(), failed: u8s(), corrupt: u8s(),
 		lines: make([][]uint64, 0, n)}
+	var buf []byte
 	for _, f := range facts {
-		b.add(f, version)
+		r := f.Row()
+		b.add(&r, version)
+		if dg != nil {
+			buf = dg.Add(&r, buf)
+		}
 	}
 	return b
 }
@@ -119,60 +124,17 @@ func (b *factBlock) columns(i, j int) []any {
 		b.links[i:j], b.lines[i:j], b.version[i:j]}
 }
 
-// add appends f as one row.
-func (b *factBlock) add(f *domain.Request, version uint64) {
-	var (
-		status                               uint16
-		prompt, completion, cached           uint64
-		ttft, dur                            float64
-		pNode, pRID, pFin, dNode, dRID, dFin string
-		pRank, dRank                         int16 = -1, -1
-		pPrompt, pLimit, dPrompt             uint64
-		rejected, failed, corrupt            uint8
-		reason                               string
-	)
-	if g := f.GW; g != nil {
-		status, prompt, completion, cached, ttft, dur = g.Status, g.Prompt, g.Completion, g.Cached, g.TTFTMs, g.DurationMs
-	}
-	if p := f.Prefill; p != nil {
-		pNode, pRID, pRank, pPrompt = p.Node, p.RID, p.DPRank, p.Prompt()
-		if p.Fin != nil {
-			pFin = p.Fin.FinishType
-		}
-		if p.Boot != nil {
-			pLimit = p.Boot.Limit()
-		}
-	}
-	if ok, _ := f.PrefillRejected(); ok {
-		rejected = 1
-	}
-	if d := f.Decode; d != nil {
-		dNode, dRID, dRank, dPrompt = d.Node, d.RID, d.DPRank, d.Prompt()
-		if d.Fin != nil {
-			dFin = d.Fin.FinishType
-		}
-		if prompt == 0 {
-			prompt = dPrompt
-		}
-	}
-	for _, t := range f.Transfer {
-		if t.Failure() {
-			failed, reason = 1, t.Reason
-			break
-		}
-	}
-	if len(f.Corrupt) > 0 {
-		corrupt = 1
-	}
-	b.key, b.ts, b.tsNs = append(b.key, f.Key), append(b.ts, f.TS), append(b.tsNs, uint64(f.TS.UnixNano()))
-	b.tenant, b.model, b.gwID, b.room = append(b.tenant, f.Tenant), append(b.model, f.Model), append(b.gwID, f.RequestID()), append(b.room, f.Room)
-	b.status, b.prompt, b.completion, b.cached = append(b.status, status), append(b.prompt, prompt), append(b.completion, completion), append(b.cached, cached)
-	b.ttft, b.dur = append(b.ttft, ttft), append(b.dur, dur)
-	b.pNode, b.pRID, b.pRank, b.pPrompt, b.pFin = append(b.pNode, pNode), append(b.pRID, pRID), append(b.pRank, pRank), append(b.pPrompt, pPrompt), append(b.pFin, pFin)
-	b.rejected, b.pLimit = append(b.rejected, rejected), append(b.pLimit, pLimit)
-	b.dNode, b.dRID, b.dRank, b.dPrompt, b.dFin = append(b.dNode, dNode), append(b.dRID, dRID), append(b.dRank, dRank), append(b.dPrompt, dPrompt), append(b.dFin, dFin)
-	b.failed, b.reason, b.corrupt = append(b.failed, failed), append(b.reason, reason), append(b.corrupt, corrupt)
-	b.links, b.lines, b.version = append(b.links, f.Links()), append(b.lines, f.Lines()), append(b.version, version)
+// add appends r as one row.
+func (b *factBlock) add(r *domain.FactRow, version uint64) {
+	b.key, b.ts, b.tsNs = append(b.key, r.Key), append(b.ts, r.TS), append(b.tsNs, uint64(r.TS.UnixNano()))
+	b.tenant, b.model, b.gwID, b.room = append(b.tenant, r.Tenant), append(b.model, r.Model), append(b.gwID, r.GatewayID), append(b.room, r.Room)
+	b.status, b.prompt, b.completion, b.cached = append(b.status, r.Status), append(b.prompt, r.Prompt), append(b.completion, r.Completion), append(b.cached, r.Cached)
+	b.ttft, b.dur = append(b.ttft, r.TTFTMs), append(b.dur, r.DurationMs)
+	b.pNode, b.pRID, b.pRank, b.pPrompt, b.pFin = append(b.pNode, r.PrefillNode), append(b.pRID, r.PrefillRID), append(b.pRank, r.PrefillRank), append(b.pPrompt, r.PrefillPrompt), append(b.pFin, r.PrefillFinish)
+	b.rejected, b.pLimit = append(b.rejected, r.Rejected), append(b.pLimit, r.PrefillLimit)
+	b.dNode, b.dRID, b.dRank, b.dPrompt, b.dFin = append(b.dNode, r.DecodeNode), append(b.dRID, r.DecodeRID), append(b.dRank, r.DecodeRank), append(b.dPrompt, r.DecodePrompt), append(b.dFin, r.DecodeFinish)
+	b.failed, b.reason, b.corrupt = append(b.failed, r.Failed), append(b.reason, r.Reason), append(b.corrupt, r.Corrupt)
+	b.links, b.lines, b.version = append(b.links, r.Links), append(b.lines, r.Lines), append(b.version, version)
 }
 
 const anInsertRun = `INSERT INTO analyzer_runs (run_id, analyzer, version, params, window_from, window_to, watermark,
@@ -655,4 +617,78 @@ WHERE has(CAST(? AS Array(String)), finding_id)`
 		fs = fs[consumed:]
 	}
 	return nil
+}
+
+// anInsertFactLink records one link of requests (migration 0018); the
+// times are nanoseconds, as the link's window and facts have them.
+const anInsertFactLink = `INSERT INTO fact_links (version, window_from_ns, window_to_ns, first_ts_ns, last_ts_ns, facts,
+ digest_lo, digest_hi, linked_at)
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, toDateTime(?)`
+
+// SaveFactLink records what one link of requests saved to request_facts.
+func (s *Store) SaveFactLink(ctx context.Context, l domain.FactLink) error {
+	if err := s.Exec(ctx, anInsertFactLink, l.Version, unixNano(l.From), unixNano(l.To), unixNano(l.First),
+		unixNano(l.Last), l.Digest.N, l.Digest.Lo, l.Digest.Hi, UnixArg(l.LinkedAt)); err != nil {
+		return fmt.Errorf("record link of requests: %w", err)
+	}
+	return nil
+}
+
+// unixNano is t in nanoseconds since the epoch, 0 for the zero time or
+// any time before the epoch.
+func unixNano(t time.Time) uint64 {
+	if t.IsZero() || t.Before(time.Unix(0, 0)) {
+		return 0
+	}
+	return uint64(t.UnixNano())
+}
+
+const anLatestFactLinkSQL = `SELECT version, window_from_ns, window_to_ns, first_ts_ns, last_ts_ns, facts, digest_lo, digest_hi,
+ toUInt32(linked_at)
+FROM fact_links
+ORDER BY version DESC
+LIMIT 1`
+
+// LatestFactLink returns the newest link of requests recorded (false when
+// there is none).
+func (s *Store) LatestFactLink(ctx context.Context) (domain.FactLink, bool, error) {
+	rows, err := s.Query(ctx, anLatestFactLinkSQL)
+	if err != nil {
+		return domain.FactLink{}, false, fmt.Errorf("read latest link of requests: %w", err)
+	}
+	defer rows.Close()
+	var l domain.FactLink
+	found := false
+	for rows.Next() {
+		var from, to, first, last uint64
+		var at uint32
+		if err := rows.Scan(&l.Version, &from, &to, &first, &last, &l.Digest.N, &l.Digest.Lo, &l.Digest.Hi, &at); err != nil {
+			return domain.FactLink{}, false, fmt.Errorf("scan link of requests: %w", err)
+		}
+		l.From, l.To = time.Unix(0, int64(from)).UTC(), time.Unix(0, int64(to)).UTC()
+		l.First, l.Last = time.Unix(0, int64(first)).UTC(), time.Unix(0, int64(last)).UTC()
+		l.LinkedAt = time.Unix(int64(at), 0).UTC()
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return domain.FactLink{}, false, fmt.Errorf("read latest link of requests: %w", err)
+	}
+	return l, found, nil
+}
+
+// anGatewayFactsAfterSQL counts the rows of gateway-logged requests (a
+// gateway request id; the rows of requests only engines logged have none)
+// saved at a later version than a link's. Such a row replaces the link's
+// row of its request when the table merges.
+const anGatewayFactsAfterSQL = `SELECT count() FROM request_facts
+WHERE version > ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND gateway_request_id != ''`
+
+// GatewayFactsAfter counts the request_facts rows of gateway-logged
+// requests in [from, to] saved at a version after version.
+func (s *Store) GatewayFactsAfter(ctx context.Context, version uint64, from, to time.Time) (uint64, error) {
+	var n uint64
+	if err := s.QueryRow(ctx, anGatewayFactsAfterSQL, version, UnixArg(from), UnixArg(to)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count request facts saved after a link: %w", err)
+	}
+	return n, nil
 }

@@ -898,3 +898,23 @@ ALTER TABLE kvtrail.batch_stats ON CLUSTER kvtrail_cluster ADD COLUMN msg_index 
 ALTER TABLE kvtrail.transfer_events ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
 
 ALTER TABLE kvtrail.page_events ON CLUSTER kvtrail_cluster ADD COLUMN msg_index UInt8 AFTER line_id;
+
+-- 0018_fact_links.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.fact_links_local ON CLUSTER kvtrail_cluster
+(
+    version         UInt64,
+    window_from_ns  UInt64,
+    window_to_ns    UInt64,
+    first_ts_ns     UInt64,
+    last_ts_ns      UInt64,
+    facts           UInt64,
+    digest_lo       UInt64,
+    digest_hi       UInt64,
+    linked_at       DateTime
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/fact_links_local', '{replica}')
+ORDER BY version
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.fact_links ON CLUSTER kvtrail_cluster AS kvtrail.fact_links_local ENGINE = Distributed(kvtrail_cluster, kvtrail, fact_links_local, cityHash64(version));

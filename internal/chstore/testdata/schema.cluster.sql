@@ -820,3 +820,23 @@ CREATE TABLE IF NOT EXISTS kvtrail.transfer_events ON CLUSTER kvtrail_cluster AS
 DROP TABLE IF EXISTS kvtrail.page_events ON CLUSTER kvtrail_cluster;
 
 CREATE TABLE IF NOT EXISTS kvtrail.page_events ON CLUSTER kvtrail_cluster AS kvtrail.page_events_local ENGINE = Distributed(kvtrail_cluster, kvtrail, page_events_local, if(bootstrap_room = 0, cityHash64(node), cityHash64(bootstrap_room)));
+
+-- 0018_fact_links.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.fact_links_local ON CLUSTER kvtrail_cluster
+(
+    version         UInt64,
+    window_from_ns  UInt64,
+    window_to_ns    UInt64,
+    first_ts_ns     UInt64,
+    last_ts_ns      UInt64,
+    facts           UInt64,
+    digest_lo       UInt64,
+    digest_hi       UInt64,
+    linked_at       DateTime
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/fact_links_local', '{replica}')
+ORDER BY version
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.fact_links ON CLUSTER kvtrail_cluster AS kvtrail.fact_links_local ENGINE = Distributed(kvtrail_cluster, kvtrail, fact_links_local, cityHash64(version));

@@ -798,3 +798,21 @@ ALTER TABLE kvtrail.batch_stats  ADD COLUMN msg_index UInt8 AFTER line_id, MODIF
 ALTER TABLE kvtrail.transfer_events  ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, ts, line_id, msg_index);
 
 ALTER TABLE kvtrail.page_events  ADD COLUMN msg_index UInt8 AFTER line_id, MODIFY ORDER BY (node, dp_rank, ts, line_id, msg_index);
+
+-- 0018_fact_links.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.fact_links 
+(
+    version         UInt64,
+    window_from_ns  UInt64,
+    window_to_ns    UInt64,
+    first_ts_ns     UInt64,
+    last_ts_ns      UInt64,
+    facts           UInt64,
+    digest_lo       UInt64,
+    digest_hi       UInt64,
+    linked_at       DateTime
+)
+ENGINE = MergeTree
+ORDER BY version
+SETTINGS index_granularity = 8192;

@@ -1,0 +1,101 @@
+package analyze
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/kvtrail/kvtrail/domain"
+)
+
+// An analysis saves every request it links to request_facts, and the
+// reads after its slices (the reconstruction, the speed fit, requests
+// named by findings) read those rows back. On the default path `kvtrail
+// ingest` has just linked the same window and saved the same rows: the
+// analysis wrote a second copy of every request, which the server then
+// merged away (at scale 100, 9.9M rows; at scale 20 a quarter of the
+// server's CPU during the analysis).
+//
+// So an analysis adopts the newest link's rows when it can prove they are
+// the rows it would save: the link's window holds the run's and its
+// requests all lie in the run's window; no line was ingested after the
+// link began; no run has since saved rows of gateway-logged requests
+// there (a newer row replaces the link's when the table merges). The
+// run then saves only the requests the gateway did not log (the link
+// leaves those to analyses) and adds the others to a digest, which must
+// equal the link's (domain.FactDigest: the same rows, whatever their
+// order). When it does, the run's rows are its own and the link's
+// (domain.FactVersions); when it does not (linked by another build or
+// with other endpoints), the run saves the requests the gateway logged
+// after its slices, linked again from their lines: what it would have
+// saved, at the cost of a second link.
+
+// adoption is a run's claim on a link's rows, checked as its slices go.
+type adoption struct {
+	link domain.FactLink
+	got  domain.FactDigest
+	buf  []byte
+}
+
+// adoptable returns the link whose rows the run over wd may take, or nil.
+func (r *Runner) adoptable(ctx context.Context, wd *Dataset) (*adoption, error) {
+	if r.NoAdopt {
+		return nil, nil
+	}
+	link, ok, err := r.DB.LatestFactLink(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	w := wd.Window
+	switch {
+	case link.From.After(w.From) || link.To.Before(w.To):
+		return nil, nil // the link did not see all of the window
+	case link.Digest.N > 0 && (link.First.Before(w.From) || !w.Contains(link.Last)):
+		return nil, nil // it saved requests outside the window
+	case wd.Watermark.After(link.LinkedAt):
+		return nil, nil // lines came in after it began
+	}
+	later, err := r.DB.GatewayFactsAfter(ctx, link.Version, w.From, w.To)
+	if err != nil || later > 0 {
+		return nil, err
+	}
+	return &adoption{link: link}, nil
+}
+
+// take adds the requests of facts the gateway logged to the digest and
+// returns the others, which the run saves itself.
+func (a *adoption) take(facts []*Fact) []*Fact {
+	var rest []*Fact
+	for _, f := range facts {
+		if f.GW == nil {
+			rest = append(rest, f)
+			continue
+		}
+		row := f.Row()
+		a.buf = a.got.Add(&row, a.buf)
+	}
+	return rest
+}
+
+// settle ends the claim once the slices are done: the link's rows become
+// the run's when the digests agree; otherwise the run saves the requests
+// the gateway logged itself. It reports whether the rows were adopted.
+func (r *Runner) settle(ctx context.Context, a *adoption, wd *Dataset) (bool, error) {
+	if a.got == a.link.Digest {
+		wd.adopted = a.link.Version
+		return true, nil
+	}
+	if r.Log != nil {
+		r.Log.Warn("the newest link's requests differ from this analysis's; saving them again",
+			slog.Uint64("link_requests", a.link.Digest.N), slog.Uint64("requests", a.got.N))
+	}
+	if _, err := r.saveLinked(ctx, wd, 0, wd.factsVersion, nil); err != nil {
+		return false, fmt.Errorf("save request facts: %w", err)
+	}
+	return false, nil
+}
+
+// versions are the request_facts rows that are the run's.
+func (d *Dataset) versions() domain.FactVersions {
+	return domain.FactVersions{Since: d.factsVersion, Adopted: d.adopted}
+}
