@@ -76,11 +76,38 @@ func (a *ImpossibleSpeed) Analyze(ctx context.Context, d *Dataset) ([]Finding, e
 	return runPass(ctx, a.newPass(), d)
 }
 
-// newPass: the fit needs every request of the window, so it runs after
-// the slices, on the window's requests in memory when it was read whole,
-// else on their saved facts, grouped by the server and read twice (the
-// fit's sample, then the judgement), never held.
-func (a *ImpossibleSpeed) newPass() pass { return windowPass(a.judge) }
+// newPass: the fit needs every request of the window, so it judges after
+// the slices: on the window's requests in memory when it was read whole,
+// else on their saved facts, grouped by the server and read once, never
+// held. The fit's sample is taken as the slices go by (each slice's own
+// requests are the rows the run saves or adopted), bounded per node.
+func (a *ImpossibleSpeed) newPass() pass { return &speedPass{a: a, nodes: map[string]*speedNode{}} }
+
+// speedPass gathers each node's sample from the slices, then judges.
+// sampled says this pass saw the slices: a job's finishing worker
+// (worker.go) sees none of them, and its pass takes the sample from the
+// saved rows instead.
+type speedPass struct {
+	a       *ImpossibleSpeed
+	nodes   map[string]*speedNode
+	sampled bool
+}
+
+func (p *speedPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
+	if d.complete {
+		return nil, nil // read whole: finish has every request
+	}
+	p.sampled = true
+	p.a.factPoints(d, true, func(node string, pt speedPoint) { p.a.sample(p.nodes, node, pt) })
+	return nil, nil
+}
+
+func (p *speedPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
+	if d.complete || !p.sampled {
+		return p.a.judge(ctx, d, nil)
+	}
+	return p.a.judge(ctx, d, p.nodes)
+}
 
 // speedNode is one prefill node's sample and fit.
 type speedNode struct {
@@ -113,16 +140,7 @@ func (sn *speedNode) add(p speedPoint, sample int) {
 // whole; hashed: with their sample hashes.
 func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, hashed bool, fn func(node string, p speedPoint)) error {
 	if d.complete {
-		for _, f := range d.Facts {
-			if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTMs <= 0 || f.Prefill == nil {
-				continue
-			}
-			prompt := f.PromptTokens()
-			if f.GW.Cached > prompt {
-				continue
-			}
-			fn(f.Prefill.Node, newSpeedPoint(f.Key, prompt, f.GW.Cached, f.GW.TTFTMs, hashed))
-		}
+		a.factPoints(d, hashed, fn)
 		return nil
 	}
 	return d.DB.ScanSpeedPoints(ctx, d.versions(), d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
@@ -135,20 +153,41 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, hashed bool, f
 	})
 }
 
-// judge fits each node's TTFT from a deterministic sample of its points
-// (the lowest key hashes), then finds the points far below the fit.
-func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset) ([]Finding, error) {
-	nodes := map[string]*speedNode{}
-	err := a.points(ctx, d, true, func(node string, p speedPoint) {
-		sn := nodes[node]
-		if sn == nil {
-			sn = &speedNode{}
-			nodes[node] = sn
+// factPoints calls fn for the points of d's own requests in memory.
+func (a *ImpossibleSpeed) factPoints(d *Dataset, hashed bool, fn func(node string, p speedPoint)) {
+	for _, f := range d.Facts {
+		if f.GW == nil || f.GW.Status != 200 || f.GW.TTFTMs <= 0 || f.Prefill == nil || (!d.complete && !d.Window.Contains(f.TS)) {
+			continue
 		}
-		sn.add(p, a.Sample)
-	})
-	if err != nil {
-		return nil, err
+		prompt := f.PromptTokens()
+		if f.GW.Cached > prompt {
+			continue
+		}
+		fn(f.Prefill.Node, newSpeedPoint(f.Key, prompt, f.GW.Cached, f.GW.TTFTMs, hashed))
+	}
+}
+
+// sample counts p among its node's points and keeps it while it can be in
+// the node's sample.
+func (a *ImpossibleSpeed) sample(nodes map[string]*speedNode, node string, p speedPoint) {
+	sn := nodes[node]
+	if sn == nil {
+		sn = &speedNode{}
+		nodes[node] = sn
+	}
+	sn.add(p, a.Sample)
+}
+
+// judge fits each node's TTFT from a deterministic sample of its points
+// (the lowest key hashes), then finds the points far below the fit. nodes
+// holds the samples when the slices took them; nil: a first pass over the
+// points takes them.
+func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset, nodes map[string]*speedNode) ([]Finding, error) {
+	if nodes == nil {
+		nodes = map[string]*speedNode{}
+		if err := a.points(ctx, d, true, func(node string, p speedPoint) { a.sample(nodes, node, p) }); err != nil {
+			return nil, err
+		}
 	}
 	for _, sn := range nodes {
 		if sn.n < a.MinSamples {
@@ -166,9 +205,9 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset) ([]Finding, err
 		p    speedPoint
 	}
 	var sus []suspect
-	err = a.points(ctx, d, false, func(node string, p speedPoint) {
+	err := a.points(ctx, d, false, func(node string, p speedPoint) {
 		sn := nodes[node]
-		if !sn.ok || p.u < float64(a.MinUncached) {
+		if sn == nil || !sn.ok || p.u < float64(a.MinUncached) {
 			return
 		}
 		want := sn.fit.Predict(p.u)
