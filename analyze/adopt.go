@@ -19,16 +19,17 @@ import (
 // So an analysis adopts the newest link's rows when it can prove they are
 // the rows it would save: the link's window holds the run's and its
 // requests all lie in the run's window; no line was ingested after the
-// link began; no run has since saved rows of gateway-logged requests
+// link began; every row it saved is still there (retention drops whole
+// partitions) and no run has since saved rows of gateway-logged requests
 // there (a newer row replaces the link's when the table merges). The
 // run then saves only the requests the gateway did not log (the link
 // leaves those to analyses) and adds the others to a digest, which must
 // equal the link's (domain.FactDigest: the same rows, whatever their
-// order). When it does, the run's rows are its own and the link's
-// (domain.FactVersions); when it does not (linked by another build or
-// with other endpoints), the run saves the requests the gateway logged
-// after its slices, linked again from their lines: what it would have
-// saved, at the cost of a second link.
+// order). When it does, the run reads the rows saved at the link's
+// version or later as its own (readVersion); when it does not (linked by
+// another build or with other endpoints), the run saves the requests the
+// gateway logged after its slices, linked again from their lines: what it
+// would have saved, at the cost of a second link.
 
 // adoption is a run's claim on a link's rows, checked as its slices go.
 type adoption struct {
@@ -55,8 +56,9 @@ func (r *Runner) adoptable(ctx context.Context, wd *Dataset) (*adoption, error) 
 	case wd.Watermark.After(link.LinkedAt):
 		return nil, nil // lines came in after it began
 	}
-	later, err := r.DB.GatewayFactsAfter(ctx, link.Version, w.From, w.To)
-	if err != nil || later > 0 {
+	// Every row the link saved is still there, and none will be replaced.
+	at, later, err := r.DB.LinkRows(ctx, link.Version, w.From, w.To)
+	if err != nil || later > 0 || at != link.Digest.N {
 		return nil, err
 	}
 	return &adoption{link: link}, nil
@@ -95,7 +97,15 @@ func (r *Runner) settle(ctx context.Context, a *adoption, wd *Dataset) (bool, er
 	return false, nil
 }
 
-// versions are the request_facts rows that are the run's.
-func (d *Dataset) versions() domain.FactVersions {
-	return domain.FactVersions{Since: d.factsVersion, Adopted: d.adopted}
+// readVersion is the oldest version of the request_facts rows that are the
+// run's: its own, or the link's it adopted. Rows saved later are a later
+// run's, as for any run; of several rows of one request the newest is
+// read. At adoption no row of a gateway-logged request was newer than the
+// link's, so those read are the link's rows, the run's own rows (requests
+// the gateway did not log) and any a later run saves.
+func (d *Dataset) readVersion() uint64 {
+	if d.adopted != 0 {
+		return d.adopted
+	}
+	return d.factsVersion
 }

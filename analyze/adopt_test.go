@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
+
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -37,7 +40,8 @@ func TestRunAdoptsTheLinksFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	margin := cfg.LinkMargin
-	linker := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: at(0)}
+	clock := at(0)
+	linker := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return clock() }}
 	linked, err := linker.Correlate(ctx, Window{From: from.Add(-margin), To: to.Add(margin)}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +54,10 @@ func TestRunAdoptsTheLinksFacts(t *testing.T) {
 		t.Fatalf("the link saved %d requests, its record says %d", linked, link.Digest.N)
 	}
 
+	var store Store = db
 	run := func(m int, noAdopt bool) *Report {
 		t.Helper()
-		r := &Runner{DB: db, Cfg: cfg, Trigger: "test", Now: at(m), NoAdopt: noAdopt}
+		r := &Runner{DB: store, Cfg: cfg, Trigger: "test", Now: at(m), NoAdopt: noAdopt}
 		rep, err := r.Run(ctx, Window{}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +85,7 @@ func TestRunAdoptsTheLinksFacts(t *testing.T) {
 	}
 
 	adopted := run(1, false)
-	if adopted.Adopted != uint64(linked) {
+	if adopted.Adopted != uint64(linked) || adopted.Relinked {
 		t.Fatalf("the run adopted %d requests' rows, the link saved %d", adopted.Adopted, linked)
 	}
 	if n := gatewayRows(1); n != 0 {
@@ -96,24 +101,37 @@ func TestRunAdoptsTheLinksFacts(t *testing.T) {
 	// The saving run's rows are newer than the link's: the next run must
 	// not take the link's, which a merge may have replaced.
 	after := run(3, false)
-	if after.Adopted != 0 || gatewayRows(3) != uint64(linked) {
+	if after.Adopted != 0 || after.Relinked || gatewayRows(3) != uint64(linked) {
 		t.Errorf("after a run saved its own rows, the next adopted %d and saved %d of %d", after.Adopted, gatewayRows(3), linked)
 	}
 
-	// A link whose digest disagrees (another build's, say): the run saves
-	// the rows itself, linked again, and finds the same.
-	bad := link
-	bad.Version = uint64(base.Add(3*time.Minute + time.Second).UnixNano())
-	bad.LinkedAt = base.Add(3 * time.Minute)
-	bad.Digest.Lo++
-	if err := db.SaveFactLink(ctx, bad); err != nil {
+	// A link whose digest disagrees with the analysis's (another build's or
+	// another endpoint map's rows): the run saves the rows itself, linked
+	// again, and finds the same. A fresh link, its rows the newest, read
+	// back with its digest changed.
+	clock = at(4)
+	if _, err := linker.Correlate(ctx, Window{From: from.Add(-margin), To: to.Add(margin)}, 0); err != nil {
 		t.Fatal(err)
 	}
-	mismatch := run(4, false)
-	if mismatch.Adopted != 0 || gatewayRows(4) != uint64(linked) {
-		t.Fatalf("against a link that disagrees the run adopted %d and saved %d of %d", mismatch.Adopted, gatewayRows(4), linked)
+	store = tamperedLink{db}
+	mismatch := run(5, false)
+	if mismatch.Adopted != 0 || !mismatch.Relinked || gatewayRows(5) != uint64(linked) {
+		t.Fatalf("against a link that disagrees the run adopted %d (relinked %v) and saved %d of %d", mismatch.Adopted,
+			mismatch.Relinked, gatewayRows(5), linked)
 	}
 	sameResults(t, "after a disagreeing link", mismatch, "saved", saving)
+
+	// A link some of whose rows are gone (retention drops partitions):
+	// the run does not try to adopt it.
+	clock = at(6)
+	if _, err := linker.Correlate(ctx, Window{From: from.Add(-margin), To: to.Add(margin)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	store = shortLink{db}
+	if gone := run(7, false); gone.Adopted != 0 || gone.Relinked || gatewayRows(7) != uint64(linked) {
+		t.Errorf("with a row of the link missing the run adopted %d (relinked %v) and saved %d of %d", gone.Adopted,
+			gone.Relinked, gatewayRows(7), linked)
+	}
 }
 
 // sameResults compares two reports' findings and notification lists.
@@ -150,4 +168,23 @@ func listSummary(rows []AffectedRow) []string {
 		out[i] = fmt.Sprintf("%s/%s/%s: %d", r.Role, r.Tier, r.Tenant, r.Requests)
 	}
 	return out
+}
+
+// tamperedLink reads the newest link's record with its digest changed.
+type tamperedLink struct{ *chstore.Store }
+
+func (s tamperedLink) LatestFactLink(ctx context.Context) (domain.FactLink, bool, error) {
+	l, ok, err := s.Store.LatestFactLink(ctx)
+	l.Digest.Lo++
+	return l, ok, err
+}
+
+// shortLink reads the newest link's record as if it had saved one row
+// more than the table holds.
+type shortLink struct{ *chstore.Store }
+
+func (s shortLink) LatestFactLink(ctx context.Context) (domain.FactLink, bool, error) {
+	l, ok, err := s.Store.LatestFactLink(ctx)
+	l.Digest.N++
+	return l, ok, err
 }

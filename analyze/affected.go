@@ -612,7 +612,7 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 		missing = append(missing, r)
 	}
 	if len(unheld) > 0 {
-		refs, err := d.DB.RunFactRefs(ctx, d.versions(), d.Window.From, d.Window.To, nil, unheld)
+		refs, err := d.DB.RunFactRefs(ctx, d.readVersion(), d.Window.From, d.Window.To, nil, unheld)
 		if err != nil {
 			return nil, fmt.Errorf("owners of writer rooms: %w", err)
 		}

@@ -143,7 +143,7 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, hashed bool, f
 		a.factPoints(d, hashed, fn)
 		return nil
 	}
-	return d.DB.ScanSpeedPoints(ctx, d.versions(), d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
+	return d.DB.ScanSpeedPoints(ctx, d.readVersion(), d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
 		prompt := max(sp.Prompt, sp.DecodePrompt)
 		if sp.Status != 200 || sp.TTFTMs <= 0 || sp.PrefillNode == "" || !d.Window.Contains(sp.TS) || sp.Cached > prompt {
 			return nil

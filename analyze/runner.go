@@ -102,7 +102,7 @@ type Dataset struct {
 	// findings it keeps, parent the window's Dataset. complete says that
 	// Facts, ByRoom and ByKey hold every request of the window (it was
 	// read whole); otherwise requests are read back from request_facts
-	// (the run's rows: versions()) when a window-wide step needs them.
+	// (the run's rows: readVersion) when a window-wide step needs them.
 	own          *Window
 	parent       *Dataset
 	linked       []*Fact // every request linked (own and context), in time order
@@ -158,8 +158,11 @@ type Report struct {
 	// Slices is how many slices the window was read in (1: whole).
 	Slices int
 	// Adopted is how many requests' rows the run took from a link instead
-	// of saving them again (adopt.go).
-	Adopted uint64
+	// of saving them again (adopt.go); Relinked says the newest link's
+	// digest disagreed with the run's, which then saved those rows itself
+	// after its slices.
+	Adopted  uint64
+	Relinked bool
 }
 
 // Errors reports whether any analyzer run ended in ERROR.
@@ -472,6 +475,8 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		}
 		if ok {
 			rep.Adopted = adopt.got.N
+		} else {
+			rep.Relinked = true
 		}
 		saver.waited += time.Since(t0)
 	}

@@ -197,7 +197,7 @@ func (d *Dataset) ensureFacts(ctx context.Context, keys []string, rooms []uint64
 	wantK = slices.Compact(wantK)
 	slices.Sort(wantR)
 	wantR = slices.Compact(wantR)
-	refs, err := d.DB.RunFactRefs(ctx, d.versions(), d.Window.From, d.Window.To, wantK, wantR)
+	refs, err := d.DB.RunFactRefs(ctx, d.readVersion(), d.Window.From, d.Window.To, wantK, wantR)
 	if err != nil {
 		return fmt.Errorf("requests named after the slices: %w", err)
 	}

@@ -45,11 +45,11 @@ type Evidence interface {
 	// and the impossible-speed fit's points grouped by the server.
 	RequestCounts(ctx context.Context, from, to time.Time, step time.Duration) ([]domain.Bucket, error)
 	PrefillHostVotes(ctx context.Context, from, to time.Time) (map[string]map[string]int, error)
-	RunFactRefs(ctx context.Context, v domain.FactVersions, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error)
-	DecodeFactRefs(ctx context.Context, v domain.FactVersions, from, to time.Time, node string) ([]domain.FactRef, error)
+	RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error)
+	DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error)
 	DecodeReceiveLines(ctx context.Context, from, to time.Time, node string) ([]uint64, error)
 	EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error
-	ScanSpeedPoints(ctx context.Context, v domain.FactVersions, from, to time.Time, fn func(domain.SpeedPoint) error) error
+	ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error
 	// posture.DB is what posture.Load reads the fleet's settings through
 	// (the posture_regression analyzer).
 	posture.DB
@@ -63,12 +63,13 @@ type Results interface {
 	// them.
 	RequestFactsInsert(facts []*domain.Request, version uint64, dg *domain.FactDigest) func(context.Context) error
 	// SaveFactLink records what a link of requests saved; LatestFactLink
-	// reads the newest such record, and GatewayFactsAfter counts the rows
-	// of gateway-logged requests saved in [from, to] at a later version
-	// (those that would replace a link's rows).
+	// reads the newest such record, and LinkRows counts the rows of
+	// gateway-logged requests in [from, to] saved at a link's version
+	// (at) and at a later one (later: those that would replace the link's
+	// rows when the table merges).
 	SaveFactLink(ctx context.Context, l domain.FactLink) error
 	LatestFactLink(ctx context.Context) (domain.FactLink, bool, error)
-	GatewayFactsAfter(ctx context.Context, version uint64, from, to time.Time) (uint64, error)
+	LinkRows(ctx context.Context, version uint64, from, to time.Time) (at, later uint64, err error)
 	SaveRun(ctx context.Context, r domain.Run) error
 	SaveFindings(ctx context.Context, fs []domain.Finding, now time.Time) error
 	KnownFindingIDs(ctx context.Context, analyzer, version string) (map[string]bool, error)

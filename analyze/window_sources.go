@@ -97,7 +97,7 @@ func (w *neighbourWindow) read(ctx context.Context, from, to time.Time) error {
 		// such within the link margin. Linking each request again from its
 		// lines read the gateway, engine and transfer tables for every
 		// batch: at scale 50, 458 statements of 178M gateway rows in all.
-		refs, err := d.DB.DecodeFactRefs(ctx, d.versions(), lo, hi, w.node)
+		refs, err := d.DB.DecodeFactRefs(ctx, d.readVersion(), lo, hi, w.node)
 		if err != nil {
 			return err
 		}

@@ -133,11 +133,3 @@ type FactLink struct {
 	Digest      FactDigest
 	LinkedAt    time.Time
 }
-
-// FactVersions say which request_facts rows are an analysis's own: those
-// saved at version Since or later (its own, or a later run's), and those
-// of one link it adopted (Adopted; 0 when none). Of several rows of one
-// request the newest is read.
-type FactVersions struct {
-	Since, Adopted uint64
-}

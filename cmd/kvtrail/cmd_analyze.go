@@ -195,6 +195,9 @@ func printReport(w io.Writer, rep *analyze.Report) {
 	if rep.Adopted > 0 {
 		fmt.Fprintf(w, "\nrequest_facts: took the rows of %d requests that kvtrail ingest's link saved (same digest)\n", rep.Adopted)
 	}
+	if rep.Relinked {
+		fmt.Fprintln(w, "\nrequest_facts: the newest link's rows differ from this analysis's (another build or endpoint map); saved them again")
+	}
 	fmt.Fprintln(w, "\ntimings:")
 	for _, p := range rep.Phases {
 		fmt.Fprintf(w, "  %-32s %s\n", p.Name, p.Duration.Round(time.Millisecond))

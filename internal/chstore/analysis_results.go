@@ -676,19 +676,19 @@ func (s *Store) LatestFactLink(ctx context.Context) (domain.FactLink, bool, erro
 	return l, found, nil
 }
 
-// anGatewayFactsAfterSQL counts the rows of gateway-logged requests (a
-// gateway request id; the rows of requests only engines logged have none)
-// saved at a later version than a link's. Such a row replaces the link's
-// row of its request when the table merges.
-const anGatewayFactsAfterSQL = `SELECT count() FROM request_facts
-WHERE version > ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND gateway_request_id != ''`
+// anLinkRowsSQL counts the rows of gateway-logged requests (a gateway
+// request id; the rows of requests only engines logged have none) saved
+// at a link's version and at later ones. A later row replaces the link's
+// row of its request when the table merges; retention may have dropped
+// some of the link's rows.
+const anLinkRowsSQL = `SELECT countIf(version = ?), countIf(version > ?) FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND gateway_request_id != ''`
 
-// GatewayFactsAfter counts the request_facts rows of gateway-logged
-// requests in [from, to] saved at a version after version.
-func (s *Store) GatewayFactsAfter(ctx context.Context, version uint64, from, to time.Time) (uint64, error) {
-	var n uint64
-	if err := s.QueryRow(ctx, anGatewayFactsAfterSQL, version, UnixArg(from), UnixArg(to)).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count request facts saved after a link: %w", err)
+// LinkRows counts the request_facts rows of gateway-logged requests in
+// [from, to] saved at version (at) and after it (later).
+func (s *Store) LinkRows(ctx context.Context, version uint64, from, to time.Time) (at, later uint64, err error) {
+	if err := s.QueryRow(ctx, anLinkRowsSQL, version, version, version, UnixArg(from), UnixArg(to)).Scan(&at, &later); err != nil {
+		return 0, 0, fmt.Errorf("count the rows of a link of requests: %w", err)
 	}
-	return n, nil
+	return at, later, nil
 }

@@ -83,11 +83,11 @@ func (s *Store) PrefillHostVotes(ctx context.Context, from, to time.Time) (map[s
 // section IN don't match").
 const (
 	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
-WHERE (version >= ? OR version = ?) AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key IN (SELECT arrayJoin(?))`
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key IN (SELECT arrayJoin(?))`
 	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
-WHERE (version >= ? OR version = ?) AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
 	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
-WHERE (version >= ? OR version = ?) AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
 )
 
 // anListChunk bounds the values bound into one statement sent with the
@@ -152,30 +152,30 @@ func keyChunks(keys []string) [][]string {
 	return out
 }
 
-// RunFactRefs returns the saved facts of a run (versions v) in [from, to]
+// RunFactRefs returns the saved facts of version >= version in [from, to]
 // whose key is in keys or whose room is in rooms: key, room, time and the
 // lines they were linked from (the way to rebuild them).
-func (s *Store) RunFactRefs(ctx context.Context, v domain.FactVersions, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error) {
+func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error) {
 	acc := map[string]domain.FactRef{}
 	lctx := listContext(ctx)
 	for _, chunk := range keyChunks(keys) {
-		if err := s.factRefs(lctx, acc, anFactRefsByKeySQL, v.Since, v.Adopted, UnixArg(from), UnixArg(to), chunk); err != nil {
+		if err := s.factRefs(lctx, acc, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
 	for _, chunk := range idChunks(rooms) {
-		if err := s.factRefs(lctx, acc, anFactRefsByRoomSQL, v.Since, v.Adopted, UnixArg(from), UnixArg(to), chunk); err != nil {
+		if err := s.factRefs(lctx, acc, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
 	return sortedRefs(acc), nil
 }
 
-// DecodeFactRefs returns the saved facts of a run (versions v) in [from,
+// DecodeFactRefs returns the saved facts (version >= version) in [from,
 // to] decoded on node, with a tenant.
-func (s *Store) DecodeFactRefs(ctx context.Context, v domain.FactVersions, from, to time.Time, node string) ([]domain.FactRef, error) {
+func (s *Store) DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error) {
 	acc := map[string]domain.FactRef{}
-	if err := s.factRefs(ctx, acc, anFactRefsOnDecodeSQL, v.Since, v.Adopted, UnixArg(from), UnixArg(to), node); err != nil {
+	if err := s.factRefs(ctx, acc, anFactRefsOnDecodeSQL, version, UnixArg(from), UnixArg(to), node); err != nil {
 		return nil, err
 	}
 	return sortedRefs(acc), nil
@@ -296,10 +296,10 @@ const (
 	anSpeedPointsSQL = `SELECT request_key, prefill_node, prompt_tokens, decode_prompt_tokens, cached_tokens, ttft_ms,
  status, ts_ns
 FROM request_facts
-WHERE (version >= ? OR version = ?) AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND cityHash64(request_key) % ? = ?
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND cityHash64(request_key) % ? = ?
 ORDER BY request_key, version DESC
 LIMIT 1 BY request_key`
-	anSpeedPointsRowsSQL = `SELECT count() FROM request_facts WHERE (version >= ? OR version = ?) AND ts >= toDateTime(?) AND ts <= toDateTime(?)`
+	anSpeedPointsRowsSQL = `SELECT count() FROM request_facts WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)`
 )
 
 // speedPointsPerQuery bounds the rows one speed-point query sorts. The
@@ -312,16 +312,16 @@ LIMIT 1 BY request_key`
 // 34 s in one query (2.3 GB).
 var speedPointsPerQuery uint64 = 2_000_000
 
-// ScanSpeedPoints streams, for each request saved by a run (versions v) in
-// [from, to], its prefill node and the gateway's numbers.
-func (s *Store) ScanSpeedPoints(ctx context.Context, v domain.FactVersions, from, to time.Time, fn func(domain.SpeedPoint) error) error {
+// ScanSpeedPoints streams, for each request saved by a run of version >=
+// version in [from, to], its prefill node and the gateway's numbers.
+func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error {
 	var n uint64
-	if err := s.QueryRow(ctx, anSpeedPointsRowsSQL, v.Since, v.Adopted, UnixArg(from), UnixArg(to)).Scan(&n); err != nil {
+	if err := s.QueryRow(ctx, anSpeedPointsRowsSQL, version, UnixArg(from), UnixArg(to)).Scan(&n); err != nil {
 		return fmt.Errorf("count speed points: %w", err)
 	}
 	parts := max(1, (n+speedPointsPerQuery-1)/speedPointsPerQuery)
 	for part := uint64(0); part < parts; part++ {
-		if err := s.scanSpeedPoints(ctx, v, from, to, parts, part, fn); err != nil {
+		if err := s.scanSpeedPoints(ctx, version, from, to, parts, part, fn); err != nil {
 			return err
 		}
 	}
@@ -350,9 +350,9 @@ func (c *speedCols) results() proto.Results {
 // scanSpeedPoints streams the speed points whose key hashes to part of
 // parts. The fit reads the window's points twice, so at scale these are
 // the analysis's largest reads after the slices': a block at a time.
-func (s *Store) scanSpeedPoints(ctx context.Context, v domain.FactVersions, from, to time.Time, parts, part uint64, fn func(domain.SpeedPoint) error) error {
+func (s *Store) scanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, parts, part uint64, fn func(domain.SpeedPoint) error) error {
 	var c speedCols
-	err := s.scanBlocks(ctx, anSpeedPointsSQL, []any{v.Since, v.Adopted, UnixArg(from), UnixArg(to), parts, part}, c.results(), func(n int) error {
+	err := s.scanBlocks(ctx, anSpeedPointsSQL, []any{version, UnixArg(from), UnixArg(to), parts, part}, c.results(), func(n int) error {
 		for i := range n {
 			p := domain.SpeedPoint{
 				Key: c.key.Row(i), PrefillNode: c.node.Row(i), Prompt: c.prompt[i], DecodePrompt: c.decodePrompt[i],

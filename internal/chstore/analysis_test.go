@@ -405,7 +405,7 @@ func TestSpeedPointsInParts(t *testing.T) {
 	read := func(per uint64) map[string]int {
 		defer chstore.SetSpeedPointsPerQuery(per)()
 		got := map[string]int{}
-		if err := s.ScanSpeedPoints(ctx, domain.FactVersions{Since: 1}, anT0, anT0.Add(time.Hour), func(p domain.SpeedPoint) error {
+		if err := s.ScanSpeedPoints(ctx, 1, anT0, anT0.Add(time.Hour), func(p domain.SpeedPoint) error {
 			got[p.Key]++
 			if p.PrefillNode != "p0" || p.TTFTMs < 100 {
 				t.Errorf("speed point %+v", p)
@@ -507,7 +507,7 @@ func TestReadsByLongLists(t *testing.T) {
 	if got := chstore.ListChunks(keys, rooms, lines); got != [3]int{1, 1, 1} {
 		t.Fatalf("lists cut into %v statements, want one each", got)
 	}
-	refs, err := s.RunFactRefs(ctx, domain.FactVersions{Since: 1}, anT0, anT0.Add(time.Minute), keys, rooms)
+	refs, err := s.RunFactRefs(ctx, 1, anT0, anT0.Add(time.Minute), keys, rooms)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func scanAll(t *testing.T, s *chstore.Store, to time.Time) scanned {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.ScanSpeedPoints(ctx, domain.FactVersions{Since: 1}, anT0, to, func(p domain.SpeedPoint) error {
+	if err := s.ScanSpeedPoints(ctx, 1, anT0, to, func(p domain.SpeedPoint) error {
 		out.speed = append(out.speed, p)
 		return nil
 	}); err != nil {
