@@ -560,9 +560,12 @@ func (r *Runner) plan(ctx context.Context, wd *Dataset) ([]Window, error) {
 // analysis cuts its slices: a stray 1970 timestamp in a log widens the
 // window, not the work, and memory follows the requests of one slice.
 // maxRequests 0 means the analysis's own slices (Config.SliceRequests,
-// DefaultSliceRequests when unset), negative the window whole. Engine
-// lines are read LinkMargin beyond each slice's edges; each fact is kept
-// by the one slice its time falls in. It returns the facts saved.
+// DefaultSliceRequests when unset), negative the window whole. Each slice
+// is read as an analysis reads it (its requests with their context,
+// engine lines LinkMargin beyond); each fact is kept by the one slice its
+// time falls in. Once every row is in it records the link in fact_links
+// (domain.FactLink), whose rows an analysis may adopt (adopt.go). It
+// returns the facts saved.
 //
 // It used to link hour by hour and read the node map for each hour: at
 // scale 2 (197,675 requests over 13 days), 314 slices whose fixed reads

@@ -112,13 +112,6 @@ func (d *FactDigest) Add(r *FactRow, buf []byte) []byte {
 	return b
 }
 
-// Merge adds the rows o stands for (o's rows and d's are disjoint).
-func (d *FactDigest) Merge(o FactDigest) {
-	d.N += o.N
-	d.Lo += o.Lo
-	d.Hi += o.Hi
-}
-
 // FactLink records one linking of requests into request_facts (what
 // `kvtrail ingest` does after its lines): the window linked, the version
 // its rows were saved under, when it began, and what it saved: the
