@@ -21,6 +21,7 @@ import (
 
 	"github.com/kvtrail/kvtrail/internal/apitoken"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/freeport"
 )
 
 // DetectStore is what bench detect reads findings through: a connection to
@@ -116,11 +117,11 @@ func detectOnce(ctx context.Context, st DetectStore, opts DetectOptions, run int
 		return res, err
 	}
 	defer func() { _ = st.DropDatabase(context.WithoutCancel(ctx), db) }()
-	servePort, err := freePort()
+	servePort, err := freeport.Pick()
 	if err != nil {
 		return res, err
 	}
-	livePort, err := freePort()
+	livePort, err := freeport.Pick()
 	if err != nil {
 		return res, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/kvtrail/kvtrail/ingest/spool"
 	"github.com/kvtrail/kvtrail/internal/chlocal"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/freeport"
 	"github.com/kvtrail/kvtrail/migrations"
 )
 
@@ -69,7 +70,7 @@ func Push(ctx context.Context, cfg PushConfig) (*PushResult, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	port, err := freePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
@@ -348,13 +349,4 @@ func benchLine(i int, ts time.Time) string {
 		return fmt.Sprintf("[%s DP0 TP0] Input length (%d tokens) exceeds the maximum allowed length (681274 tokens). Use a shorter input or enable --allow-auto-truncate., self.rid='rid-%d'", stamp, 700000+i, i)
 	}
 	return fmt.Sprintf("[%s DP0 TP0] Prefill batch, #new-seq: 1, #new-token: %d, #cached-token: 0, token usage: 0.41, #running-req: 1, #queue-req: 0, input throughput (token/s): 15734.14", stamp, 1000+i)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/kvtrail/kvtrail/internal/freeport"
 )
 
 // Options configures a managed server.
@@ -76,14 +78,14 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	tcp := o.TCPPort
 	if tcp == 0 {
-		if tcp, err = freePort(); err != nil {
-			return nil, err
+		if tcp, err = freeport.Pick(); err != nil {
+			return nil, fmt.Errorf("managed ClickHouse: %w", err)
 		}
 	}
 	httpPort := o.HTTPPort
 	if httpPort == 0 {
-		if httpPort, err = freePort(); err != nil {
-			return nil, err
+		if httpPort, err = freeport.Pick(); err != nil {
+			return nil, fmt.Errorf("managed ClickHouse: %w", err)
 		}
 	}
 	if err := writeConfig(dir, tcp, httpPort, o); err != nil {
@@ -213,15 +215,6 @@ func runningPID(dir string) (int, bool) {
 		return 0, false // stale pid file: the process is gone or is something else
 	}
 	return pid, true
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("managed ClickHouse: find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // writeConfig writes a minimal config: loopback only, no includes (the

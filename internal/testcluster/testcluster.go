@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/internal/chlocal"
+	"github.com/kvtrail/kvtrail/internal/freeport"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
@@ -90,9 +91,10 @@ func Start(t testing.TB, o Options) *Cluster {
 		t.Fatalf("start ZooKeeper: %v", err)
 	}
 
-	// A port freePort found free can be taken before the server binds it
-	// (another test process's listener or outgoing connection): the
-	// servers are then started again on fresh ports, in fresh directories.
+	// A port found free can be taken before the server binds it (by
+	// another test process's server; freeport keeps clear of the ports
+	// outgoing connections use): the servers are then started again on
+	// fresh ports, in fresh directories.
 	for attempt := 1; ; attempt++ {
 		err := c.startServers(o, dir, attempt)
 		if err == nil {
@@ -124,7 +126,7 @@ func (c *Cluster) startServers(o Options, dir string, attempt int) error {
 	for i := 0; i < o.Shards*o.Replicas; i++ {
 		p := ports{}
 		for _, dst := range []*int{&p.tcp, &p.http, &p.inter} {
-			n, err := freePort()
+			n, err := freeport.Pick()
 			if err != nil {
 				return err
 			}
@@ -273,7 +275,7 @@ func (c *Cluster) stopAll() {
 }
 
 func (c *Cluster) startZooKeeper(dir string) error {
-	port, err := freePort()
+	port, err := freeport.Pick()
 	if err != nil {
 		return err
 	}
@@ -369,13 +371,4 @@ func requireTools(t testing.TB) {
 func portOf(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -29,8 +29,11 @@ func TestClusterStarts(t *testing.T) {
 	t0 := time.Now()
 	c := Start(t, Options{})
 	t.Logf("ZooKeeper + %d servers ready in %s, attempt %d", len(c.Nodes), time.Since(t0), attempts)
-	if attempts != 2 {
-		t.Errorf("servers started at attempt %d, want 2 (the first found a port taken)", attempts)
+	// The held port makes the first attempt fail; a later one may also
+	// meet a port taken by another test process (rare since ports are
+	// picked below the ephemeral range), which the retry is for too.
+	if attempts < 2 {
+		t.Errorf("servers started at attempt %d, want a later one (the first found a port taken)", attempts)
 	}
 	for _, n := range c.Nodes {
 		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr}})
