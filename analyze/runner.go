@@ -163,6 +163,10 @@ type Report struct {
 	// after its slices.
 	Adopted  uint64
 	Relinked bool
+	// ReplayPasses is how many times the allocator replay ran over the
+	// window (replay_shared.go: one when abort_reuse's answered the
+	// reconstruction too).
+	ReplayPasses int
 }
 
 // Errors reports whether any analyzer run ended in ERROR.
@@ -531,6 +535,9 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 		}
 		rep.Reconstruction = rec
 		rep.Phases = append(rep.Phases, Phase{"reconstruct affected", time.Since(t0)})
+	}
+	if wd.replay != nil {
+		rep.ReplayPasses = wd.replay.passes
 	}
 	return nil
 }

@@ -86,6 +86,7 @@ one kept with --keep, and drops nothing.`,
 			if res.Adopted > 0 {
 				fmt.Fprintf(w, "\nthe analysis took the link's rows of %d requests as its own\n", res.Adopted)
 			}
+			fmt.Fprintf(w, "allocator replays over the window: %d\n", res.ReplayPasses)
 			fmt.Fprintf(w, "\nClickHouse bytes on disk: %.1f MB\n", float64(res.DiskBytes)/1e6)
 			fmt.Fprintf(w, "received foreign data: %d listed, %d true, %d missed, %d extra (exact: %v)\n",
 				res.Received.Listed, res.ReceivedTruth, res.Received.Missed, res.Received.Extra, res.Received.Exact())

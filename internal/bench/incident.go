@@ -36,7 +36,10 @@ type IncidentResult struct {
 	// of saving them again (analyze/adopt.go).
 	Linked  int
 	Adopted uint64
-	Phases  []Phase
+	// ReplayPasses is how many times the analysis replayed the allocator
+	// over the window (one when its analyzers and reconstruction shared it).
+	ReplayPasses int
+	Phases       []Phase
 	// AnalyzeSteps are the analysis's own steps (load and correlate, save
 	// request_facts, each analyzer, the reconstruction), which add up to
 	// most of the analyze phase; PeakRSS is not measured per step.
@@ -219,6 +222,7 @@ func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth i
 		}
 		if rep != nil {
 			res.Adopted = rep.Adopted
+			res.ReplayPasses = rep.ReplayPasses
 			for _, p := range rep.Phases {
 				res.AnalyzeSteps = append(res.AnalyzeSteps, Phase{Name: p.Name, Duration: p.Duration})
 			}

@@ -57,6 +57,12 @@ func TestIncidentBenchmark(t *testing.T) {
 	if res.Adopted != uint64(res.Linked) {
 		t.Errorf("the analysis adopted %d requests' rows, the link saved %d", res.Adopted, res.Linked)
 	}
+	// abort_reuse's allocator replay also answers the reconstruction's
+	// victims (analyze/replay_shared.go): one replay of the window, the
+	// costliest step after the load, not two.
+	if res.ReplayPasses != 1 {
+		t.Errorf("the analysis replayed the allocator %d times, want once", res.ReplayPasses)
+	}
 	if _, pending, err := ingest.PendingCorrelation(context.Background(), s); err != nil || pending {
 		t.Errorf("after the link phase: pending %v (%v), want the span recorded as linked", pending, err)
 	}
