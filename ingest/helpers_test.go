@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/freeport"
 	"github.com/kvtrail/kvtrail/migrations"
 )
 
@@ -52,12 +52,14 @@ func (downStore) StoredLineIDs(context.Context, []ingest.LineSpan) ([]uint64, er
 	return nil, errRefused
 }
 
+// freeTCPPort is a port for a server the test starts (and restarts) on
+// it: picked below the ephemeral range, so no client connection of the
+// suite takes it meanwhile (internal/freeport).
 func freeTCPPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }

@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/internal/freeport"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
@@ -99,15 +101,15 @@ func startPrometheus(t *testing.T, om []byte) string {
 	}
 }
 
+// freeAddr is an address for the Prometheus server the test starts:
+// picked below the ephemeral range (internal/freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 }
 
 func tail(b []byte) string {
