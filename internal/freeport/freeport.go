@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // rangeFile holds the kernel's ephemeral range as "low high" (Linux).
@@ -27,21 +28,41 @@ var rangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 // reach well-known ports).
 const minLow = 8192
 
-// Pick returns a loopback TCP port that nothing listened on when asked.
-// It prefers ports below the ephemeral range; where that range is unknown
-// or starts too low, it falls back to one the kernel assigns.
+// given holds the ports Pick returned in this process. A picked port is
+// not bound until its server starts, so callers that pick several before
+// starting any (a cluster's servers, a server's TCP and HTTP ports) would
+// otherwise be handed the same port twice by the random pick.
+var given = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// Pick returns a loopback TCP port that nothing listened on when asked and
+// that Pick has not returned before in this process. It prefers ports
+// below the ephemeral range; where that range is unknown or starts too
+// low, it falls back to ones the kernel assigns.
 func Pick() (int, error) {
+	given.Lock()
+	defer given.Unlock()
 	if lo, hi, ok := below(); ok {
-		if p, ok := pickIn(lo, hi, 64); ok {
+		if p, ok := pickIn(lo, hi, 64, given.ports); ok {
+			given.ports[p] = true
 			return p, nil
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free loopback port: %w", err)
+	for i := 0; i < 64; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free loopback port: %w", err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !given.ports[p] {
+			given.ports[p] = true
+			return p, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("find a free loopback port: the kernel assigned only ports already handed out")
 }
 
 // below returns [lo, hi): the upper half of the ports under the ephemeral
@@ -63,11 +84,11 @@ func below() (lo, hi int, ok bool) {
 }
 
 // pickIn tries up to tries random ports of [lo, hi) and returns the first
-// that nothing listens on.
-func pickIn(lo, hi, tries int) (int, bool) {
+// that is not in taken and that nothing listens on.
+func pickIn(lo, hi, tries int, taken map[int]bool) (int, bool) {
 	for i := 0; i < tries; i++ {
 		p := lo + rand.IntN(hi-lo)
-		if free(p) {
+		if !taken[p] && free(p) {
 			return p, true
 		}
 	}

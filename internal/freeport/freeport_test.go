@@ -61,13 +61,62 @@ func TestPickInSkipsListeningPorts(t *testing.T) {
 		}
 		defer held.Close()
 		for i := 0; i < 20; i++ {
-			p, ok := pickIn(lo, lo+2, 64)
+			p, ok := pickIn(lo, lo+2, 64, nil)
 			if !ok || p != lo+1 {
 				t.Fatalf("pickIn(%d, %d) = %d, %v; want %d (%d is held)", lo, lo+2, p, ok, lo+1, lo)
 			}
 		}
-		if p, ok := pickIn(lo, lo+1, 8); ok {
+		if p, ok := pickIn(lo, lo+1, 8, nil); ok {
 			t.Fatalf("pickIn over the held port alone returned %d", p)
+		}
+		return
+	}
+	t.Fatal("no two adjacent free ports in 24000-30000 to test with")
+}
+
+// Ports picked before any is bound are all different, on either path: a
+// cluster picks a dozen before its first server starts.
+func TestPickNeverRepeats(t *testing.T) {
+	old := rangeFile
+	t.Cleanup(func() { rangeFile = old })
+	for _, tc := range []struct{ name, content string }{
+		// The smallest accepted start: 500 picks of [4096, 8192) would
+		// repeat by chance (birthday) without the record of given ports.
+		{"below the ephemeral range", "8192 60999"},
+		{"kernel-assigned", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rangeFile = filepath.Join(t.TempDir(), "range")
+			if tc.content != "" {
+				if err := os.WriteFile(rangeFile, []byte(tc.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seen := map[int]bool{}
+			for i := 0; i < 500; i++ {
+				p, err := Pick()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if seen[p] {
+					t.Fatalf("pick %d returned port %d again", i, p)
+				}
+				seen[p] = true
+			}
+		})
+	}
+}
+
+// pickIn skips the ports it is told are taken.
+func TestPickInSkipsTaken(t *testing.T) {
+	for lo := 24000; lo < 30000; lo += 2 {
+		if !free(lo) || !free(lo+1) {
+			continue
+		}
+		for i := 0; i < 20; i++ {
+			if p, ok := pickIn(lo, lo+2, 64, map[int]bool{lo: true}); !ok || p != lo+1 {
+				t.Fatalf("pickIn(%d, %d) with %d taken = %d, %v; want %d", lo, lo+2, lo, p, ok, lo+1)
+			}
 		}
 		return
 	}
