@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"container/heap"
+	"math/bits"
 	"slices"
 )
 
@@ -39,6 +40,7 @@ type pagePool struct {
 	output   []bool // last write was generated output
 	growing  growHeap
 	merges   int
+	marks    []uint64 // mergeUnique's bitmap, all zero between merges
 }
 
 func newPagePool(numPages int) *pagePool {
@@ -60,10 +62,52 @@ func (p *pagePool) merge() {
 	if len(p.released) == 0 {
 		return
 	}
-	p.free = append(p.free, p.released...)
-	slices.Sort(p.free)
+	if !p.mergeUnique() {
+		p.free = append(p.free, p.released...)
+		slices.Sort(p.free)
+	}
 	p.released = p.released[:0]
 	p.merges++
+}
+
+// mergeUnique is merge_and_sort_free by marking each page in a bitmap of
+// the pool and reading the marks in order: a page id lies in [1, numPages],
+// so the sorted list is the marked ids in turn. A pool holds up to 681,280
+// pages and merges hundreds of times a run; sorting the whole list each
+// time was a third of the simulator's CPU. The result equals the sort's as
+// long as no page is listed twice, which holds while nothing frees a page
+// twice; if one is (a mark already set), it reports false, the marks are
+// cleared and the caller sorts, which keeps the duplicate as SGLang would.
+func (p *pagePool) mergeUnique() bool {
+	words := p.numPages/64 + 1
+	if cap(p.marks) < words {
+		p.marks = make([]uint64, words)
+	}
+	m := p.marks[:words]
+	for _, list := range [][]int32{p.free, p.released} {
+		for _, pg := range list {
+			w, b := pg/64, uint64(1)<<(pg%64)
+			if pg < 0 || int(w) >= words || m[w]&b != 0 {
+				clear(m)
+				return false
+			}
+			m[w] |= b
+		}
+	}
+	n := len(p.free) + len(p.released)
+	out := slices.Grow(p.free[:0:0], n)
+	if cap(p.free) >= n {
+		out = p.free[:0] // the old list is in the marks now
+	}
+	for w, bitsw := range m {
+		for bitsw != 0 {
+			out = append(out, int32(w*64+bits.TrailingZeros64(bitsw)))
+			bitsw &= bitsw - 1
+		}
+		m[w] = 0
+	}
+	p.free = out
+	return true
 }
 
 // take hands out n pages from the head of free_pages after merging when

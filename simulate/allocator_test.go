@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -107,5 +108,43 @@ func TestPagePoolRetraction(t *testing.T) {
 	p.advance(int64(40*ps) * r.every)
 	if !slices.Contains(r.pages, 10) {
 		t.Errorf("no growth after resume: r holds %v", r.pages)
+	}
+}
+
+// TestPagePoolMergeEqualsSort checks merge_and_sort_free's bitmap against
+// what SGLang does (concatenate, sort) on random lists: any split of the
+// free pages between free_pages (sorted) and release_pages (any order),
+// and a page freed twice, where the sort keeps both copies.
+func TestPagePoolMergeEqualsSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := 0; trial < 200; trial++ {
+		q := newPagePool(1 + rng.IntN(3000))
+		perm := rng.Perm(q.numPages)
+		k := rng.IntN(q.numPages + 1)
+		split := rng.IntN(k + 1)
+		free := make([]int32, 0, split)
+		for _, v := range perm[:split] {
+			free = append(free, int32(v+1))
+		}
+		slices.Sort(free)
+		rel := make([]int32, 0, k-split)
+		for _, v := range perm[split:k] {
+			rel = append(rel, int32(v+1))
+		}
+		if trial%10 == 0 && len(rel) > 0 {
+			rel = append(rel, rel[0]) // freed twice
+		}
+		q.free, q.released = free, rel
+		want := append(slices.Clone(free), rel...)
+		slices.Sort(want)
+		q.merge()
+		if !slices.Equal(q.free, want) {
+			t.Fatalf("trial %d: merge gave %d pages, sort %d", trial, len(q.free), len(want))
+		}
+		for _, w := range q.marks {
+			if w != 0 {
+				t.Fatalf("trial %d: marks left set after the merge", trial)
+			}
+		}
 	}
 }
