@@ -98,12 +98,20 @@ func TestRunAdoptsTheLinksFacts(t *testing.T) {
 	}
 	sameResults(t, "adopted", adopted, "saved", saving)
 
-	// The saving run's rows are newer than the link's: the next run must
-	// not take the link's, which a merge may have replaced.
-	after := run(3, false)
-	if after.Adopted != 0 || after.Relinked || gatewayRows(3) != uint64(linked) {
-		t.Errorf("after a run saved its own rows, the next adopted %d and saved %d of %d", after.Adopted, gatewayRows(3), linked)
+	// The saving run's rows are newer than the link's, which a merge may
+	// have replaced: the next run must not take the link's. It takes the
+	// saving run's instead, which that run recorded as a link of its own
+	// (what makes `kvtrail ingest --analyze` the window's only link).
+	own, ok, err := db.LatestFactLink(ctx)
+	if err != nil || !ok || own.Version != uint64(base.Add(2*time.Minute).UnixNano()) || own.Digest.N != uint64(linked) {
+		t.Fatalf("the saving run recorded %+v (found %v, %v), want its version and %d requests", own, ok, err, linked)
 	}
+	after := run(3, false)
+	if after.Adopted != uint64(linked) || after.Relinked || gatewayRows(3) != 0 {
+		t.Errorf("after a run saved its own rows, the next adopted %d (relinked %v) and saved %d, want %d adopted",
+			after.Adopted, after.Relinked, gatewayRows(3), linked)
+	}
+	sameResults(t, "adopted from a run", after, "saved", saving)
 
 	// A link whose digest disagrees with the analysis's (another build's or
 	// another endpoint map's rows): the run saves the rows itself, linked

@@ -30,8 +30,8 @@ type factSaver struct {
 	// waited is how long the run waited for inserts: the part of saving
 	// that did not overlap with anything.
 	waited time.Duration
-	// digest, when set, gets every row saved (a link's record of what it
-	// saved, domain.FactLink).
+	// digest, when set, gets the rows saved of requests the gateway logged
+	// (a link's record of what it saved, domain.FactLink).
 	digest *domain.FactDigest
 }
 

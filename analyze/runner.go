@@ -167,6 +167,8 @@ type Report struct {
 	// window (replay_shared.go: one when abort_reuse's answered the
 	// reconstruction too).
 	ReplayPasses int
+	// Linked is how many requests the run linked (saved or adopted).
+	Linked int
 }
 
 // Errors reports whether any analyzer run ended in ERROR.
@@ -435,6 +437,15 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	if err != nil {
 		return nil, err
 	}
+	// A run that saves every request itself records its rows of
+	// gateway-logged requests as a link would (adopt.go), so that the next
+	// analysis of the window takes them instead of saving them again: after
+	// `kvtrail ingest --analyze` this run is the window's only link.
+	var link *domain.FactLink
+	if adopt == nil && !r.Live {
+		link = &domain.FactLink{Version: wd.factsVersion, From: wd.Window.From, To: wd.Window.To, LinkedAt: started}
+		saver.digest = &link.Digest
+	}
 	for _, own := range plan {
 		t0 = time.Now()
 		d, err := r.loadSlice(ctx, wd, own, len(plan) == 1)
@@ -443,9 +454,17 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		}
 		loadTook += time.Since(t0)
 		save := d.Facts
-		if adopt != nil {
+		switch {
+		case adopt != nil:
 			save = adopt.take(save)
+		case link != nil:
+			for _, f := range save {
+				if f.GW != nil {
+					link.Saw(f.TS)
+				}
+			}
 		}
+		rep.Linked += len(d.Facts)
 		if err := saver.save(save); err != nil {
 			return nil, err
 		}
@@ -470,6 +489,12 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	}
 	if err := saver.wait(); err != nil {
 		return nil, err
+	}
+	if link != nil {
+		// Recorded once every row is in, as Correlate records its own.
+		if err := r.DB.SaveFactLink(ctx, *link); err != nil {
+			return nil, err
+		}
 	}
 	if adopt != nil {
 		t0 = time.Now()
@@ -652,12 +677,7 @@ func (r *Runner) saveLinked(ctx context.Context, wd *Dataset, maxRequests int, v
 			if f.GW != nil {
 				pending = append(pending, f)
 				if rec != nil {
-					if rec.First.IsZero() || f.TS.Before(rec.First) {
-						rec.First = f.TS
-					}
-					if f.TS.After(rec.Last) {
-						rec.Last = f.TS
-					}
+					rec.Saw(f.TS)
 				}
 			}
 		}

@@ -126,3 +126,13 @@ type FactLink struct {
 	Digest      FactDigest
 	LinkedAt    time.Time
 }
+
+// Saw widens First and Last to a saved request's time.
+func (l *FactLink) Saw(ts time.Time) {
+	if l.First.IsZero() || ts.Before(l.First) {
+		l.First = ts
+	}
+	if ts.After(l.Last) {
+		l.Last = ts
+	}
+}
