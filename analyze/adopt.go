@@ -30,6 +30,12 @@ import (
 // another build or with other endpoints), the run saves the requests the
 // gateway logged after its slices, linked again from their lines: what it
 // would have saved, at the cost of a second link.
+//
+// A run that adopts nothing saves every request it links, and records the
+// rows of gateway-logged ones in fact_links as a link would (Run): the next
+// analysis of the window adopts them by the same proof. That is what lets
+// `kvtrail ingest --analyze` (SpanAnalysis) analyze the span instead of
+// linking it first, and a later `kvtrail analyze` still not save them again.
 
 // adoption is a run's claim on a link's rows, checked as its slices go.
 type adoption struct {

@@ -193,7 +193,7 @@ func printReport(w io.Writer, rep *analyze.Report) {
 			n[analyze.RoleReceived], n[analyze.RoleExposed])
 	}
 	if rep.Adopted > 0 {
-		fmt.Fprintf(w, "\nrequest_facts: took the rows of %d requests that kvtrail ingest's link saved (same digest)\n", rep.Adopted)
+		fmt.Fprintf(w, "\nrequest_facts: took the rows of %d requests an earlier link saved (kvtrail ingest's or an analysis's; same digest)\n", rep.Adopted)
 	}
 	if rep.Relinked {
 		fmt.Fprintln(w, "\nrequest_facts: the newest link's rows differ from this analysis's (another build or endpoint map); saved them again")
@@ -202,6 +202,53 @@ func printReport(w io.Writer, rep *analyze.Report) {
 	for _, p := range rep.Phases {
 		fmt.Fprintf(w, "  %-32s %s\n", p.Name, p.Duration.Round(time.Millisecond))
 	}
+}
+
+// reportJSON is an analysis in `kvtrail ingest --analyze --json`: each
+// run's counts and the affected list it rebuilt.
+type reportJSON struct {
+	Window   string    `json:"window"`
+	Runs     []runJSON `json:"runs"`
+	Affected *listJSON `json:"affected_list,omitempty"`
+}
+
+type runJSON struct {
+	Analyzer string `json:"analyzer"`
+	Status   string `json:"status"`
+	Error    string `json:"error,omitempty"`
+	Findings int    `json:"findings"`
+	High     int    `json:"high"`
+	New      int    `json:"new"`
+	RunID    string `json:"run_id"`
+}
+
+type listJSON struct {
+	ID       string `json:"id"`
+	Received int    `json:"received_foreign_data"`
+	Exposed  int    `json:"possibly_exposed"`
+}
+
+func newReportJSON(rep *analyze.Report) *reportJSON {
+	if rep == nil {
+		return nil
+	}
+	out := &reportJSON{Window: rep.Window.String(), Runs: []runJSON{}}
+	for _, r := range rep.Runs {
+		out.Runs = append(out.Runs, runJSON{Analyzer: r.Run.Analyzer, Status: r.Run.Status, Error: r.Run.Error,
+			Findings: r.Run.Findings, High: r.Run.High, New: r.NewCount, RunID: r.Run.ID})
+	}
+	if rc := rep.Reconstruction; rc != nil {
+		out.Affected = &listJSON{ID: rc.ID}
+		for _, row := range rc.Rows {
+			switch row.Role {
+			case analyze.RoleReceived:
+				out.Affected.Received++
+			case analyze.RoleExposed:
+				out.Affected.Exposed++
+			}
+		}
+	}
+	return out
 }
 
 func checkFormat(f string) error {

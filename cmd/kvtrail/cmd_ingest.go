@@ -29,6 +29,8 @@ type ingestFlags struct {
 	endpoints                                []string
 	year                                     int
 	asJSON, force, correlate                 bool
+	// analyze: the link after the lines is an analysis of the span.
+	analyze bool
 	// worker, when set, makes this process one ingest worker among
 	// several given the same sources (docs/cluster.md).
 	worker        string
@@ -57,6 +59,9 @@ flags that apply to every PATH.`,
 			if err := fl.checkWorker(sources); err != nil {
 				return err
 			}
+			if fl.analyze && !fl.correlate {
+				return usageError{errors.New("--analyze links the requests as it analyzes them; it cannot go with --correlate=false")}
+			}
 			return runIngest(cmd, a, fl, sources)
 		},
 	}
@@ -72,6 +77,7 @@ flags that apply to every PATH.`,
 	f.BoolVar(&fl.asJSON, "json", false, "print the summary as JSON")
 	f.BoolVar(&fl.force, "force", false, "re-ingest sources already recorded as complete")
 	f.BoolVar(&fl.correlate, "correlate", true, "afterwards, link the ingested time span's requests across nodes into request_facts")
+	f.BoolVar(&fl.analyze, "analyze", false, "afterwards, analyze the ingested time span (as kvtrail analyze over it), which links its requests as it goes instead of linking them first")
 	f.StringVar(&fl.worker, "worker", "", "run as the ingest worker NAME: processes (maybe on other machines) given the same sources split them through ClickHouse; NAME must be unique among them")
 	f.DurationVar(&fl.lease, "lease", workclaim.DefaultLease, "with --worker: how long a source's claim holds without renewal; a crashed worker's sources are taken over after it")
 	f.DurationVar(&fl.settle, "claim-settle", workclaim.DefaultSettle, "with --worker: wait between claiming a source and confirming the claim (more than twice the clock skew between the workers' machines)")
@@ -212,6 +218,7 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 	stopGoverning()
 	stopGoverning = func() {}
 	var linked *correlation
+	var rep *analyze.Report
 	if fl.correlate {
 		// Linking is the analysis's code on the analysis's slices, so it
 		// runs under the analysis's memory limit, not the line stream's:
@@ -223,32 +230,44 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 		// against 563-577 MB (docs/performance.md, "Request linking").
 		stopLinking := setMemoryLimit(a.cfg.Analyze.MemoryLimitMB, a.log)
 		var err error
-		linked, err = correlateIngested(cmd.Context(), a, s, share)
+		linked, rep, err = correlateIngested(cmd.Context(), a, s, share, fl.analyze)
 		stopLinking()
 		if err != nil {
 			ingestErr = errors.Join(ingestErr, err)
 		}
+		if rep != nil && rep.Errors() {
+			ingestErr = errors.Join(ingestErr, errors.New("one or more analyzers failed (see ERROR above)"))
+		}
 	}
-	if err := printIngest(cmd.OutOrStdout(), fl.asJSON, sum, linked); err != nil {
+	if err := printIngest(cmd.OutOrStdout(), fl.asJSON, sum, linked, rep); err != nil {
 		return err
+	}
+	if fl.analyze && rep == nil && ingestErr == nil && !fl.asJSON {
+		fmt.Fprintln(cmd.OutOrStdout(), "nothing analyzed: no ingested span was left to link (already linked, or by another ingest worker); kvtrail analyze analyzes what is stored")
 	}
 	return ingestErr
 }
 
-// printIngest prints the summary and the correlation, as JSON or text.
-func printIngest(w io.Writer, asJSON bool, sum ingest.Summary, linked *correlation) error {
+// printIngest prints the summary, the correlation and the analysis (with
+// --analyze), as JSON or text.
+func printIngest(w io.Writer, asJSON bool, sum ingest.Summary, linked *correlation, rep *analyze.Report) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(struct {
 			ingest.Summary
 			Correlation *correlation `json:"request_facts,omitempty"`
-		}{sum, linked})
+			Analysis    *reportJSON  `json:"analysis,omitempty"`
+		}{sum, linked, newReportJSON(rep)})
 	}
 	printSummary(w, sum)
 	if linked != nil {
 		fmt.Fprintf(w, "linked %d requests (gateway → prefill → decode) into request_facts for %s in %.1fs\n",
 			linked.Requests, linked.Window, linked.Seconds)
+	}
+	if rep != nil {
+		fmt.Fprintln(w)
+		printReport(w, rep)
 	}
 	return nil
 }
@@ -273,10 +292,10 @@ type correlation struct {
 // the unit), and the others wait until it is recorded: linking it twice
 // would cost time, not correctness. If that worker dies, its claim runs
 // out and a waiting worker links the span.
-func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *correlationShare) (_ *correlation, err error) {
+func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *correlationShare, analyzeToo bool) (_ *correlation, _ *analyze.Report, err error) {
 	sp, ok, err := ingest.PendingCorrelation(ctx, s)
 	if err != nil || !ok {
-		return nil, err
+		return nil, nil, err
 	}
 	if share != nil {
 		var h *workclaim.Held
@@ -287,7 +306,7 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 		for {
 			var cerr error
 			if h, cerr = share.co.Claim(ctx, share.job, fmt.Sprintf("correlate/%d", sp.Watermark)); cerr != nil {
-				return nil, fmt.Errorf("claim request linking: %w", cerr)
+				return nil, nil, fmt.Errorf("claim request linking: %w", cerr)
 			}
 			if h != nil {
 				break
@@ -302,10 +321,10 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 					sp, ok, err = ingest.PendingCorrelation(ctx, s)
 					return !ok, err
 				}); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if !ok {
-				return nil, nil // linked by the other worker
+				return nil, nil, nil // linked (or analyzed) by the other worker
 			}
 		}
 		// Renewed while it runs (a big span takes longer than a lease);
@@ -337,11 +356,21 @@ func correlateIngested(ctx context.Context, a *app, s *chstore.Store, share *cor
 	cfg := a.analyzeConfig()
 	a.log.Info("linking requests into request_facts", "from", sp.From, "to", sp.To)
 	r := &analyze.Runner{DB: s, Cfg: cfg, Trigger: "ingest", Log: a.log}
-	w, n, err := ingest.LinkSpan(ctx, s, r, sp, cfg.LinkMargin)
-	if err != nil {
-		return nil, err
+	var l ingest.Linker = r
+	var an *analyze.SpanAnalysis
+	if analyzeToo {
+		r.Analyzers, r.Lean = analyze.All(cfg), true
+		an = &analyze.SpanAnalysis{Runner: r}
+		l = an
 	}
-	return &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}, nil
+	w, n, err := ingest.LinkSpan(ctx, s, l, sp, cfg.LinkMargin)
+	if an != nil && an.Report != nil {
+		return &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}, an.Report, err
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return &correlation{Window: w.String(), Requests: n, Seconds: time.Since(t0).Seconds()}, nil, nil
 }
 
 func printSummary(w io.Writer, sum ingest.Summary) {

@@ -31,9 +31,10 @@ type IncidentResult struct {
 	Scale    float64
 	Requests int
 	Lines    uint64
-	// Linked is how many requests the link phase saved to request_facts;
-	// Adopted how many of their rows the analysis took as its own instead
-	// of saving them again (analyze/adopt.go).
+	// Linked is how many requests the link saved to request_facts (the
+	// link phase's, or the span analysis's with kvtrail ingest --analyze);
+	// Adopted how many rows the analysis took as its own instead of saving
+	// them again (analyze/adopt.go).
 	Linked  int
 	Adopted uint64
 	// ReplayPasses is how many times the analysis replayed the allocator
@@ -105,6 +106,12 @@ type IncidentOptions struct {
 	// NoAdopt has the analysis save every request it links even where the
 	// link saved the same rows (analyze.Runner.NoAdopt): the comparison.
 	NoAdopt bool
+	// TwoCommands measures `kvtrail ingest` then `kvtrail analyze`: a link
+	// of the ingested span after the lines (its own phase), then an
+	// analysis of all the data, which links every request again and takes
+	// the link's rows. By default the bench measures `kvtrail ingest
+	// --analyze`, whose analysis of the span is its only link.
+	TwoCommands bool
 }
 
 // DiskStore is what the incident benchmark needs beyond analysis.
@@ -152,7 +159,7 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 			return res, err
 		}
 		res.Requests = truth.requests
-		err = analyzeAndList(ctx, s, o, truth, &res, phase)
+		err = analyzeAndList(ctx, s, o, truth, &res, phase, wholeData(ctx))
 		return res, err
 	}
 	if err := phase("simulate", func() error {
@@ -188,6 +195,22 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	// slices and memory limit. The analysis links its window again (it
 	// needs the requests in memory), so this phase is the cost of the
 	// default path, reported apart.
+	if !o.TwoCommands {
+		// kvtrail ingest --analyze: the pending span analyzed, which links it.
+		err := analyzeAndList(ctx, s, o, truth, &res, phase, func(r *analyze.Runner) (*analyze.Report, error) {
+			sp, pending, err := ingest.PendingCorrelation(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			if !pending {
+				return nil, fmt.Errorf("no ingested span left to analyze")
+			}
+			an := &analyze.SpanAnalysis{Runner: r}
+			_, res.Linked, err = ingest.LinkSpan(ctx, s, an, sp, o.Cfg.LinkMargin)
+			return an.Report, err
+		})
+		return res, err
+	}
 	if err := phase("link", func() error {
 		if o.AnalyzeMemoryLimit > 0 {
 			defer memlimit.Start(o.AnalyzeMemoryLimit).Stop()
@@ -202,21 +225,26 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	}); err != nil {
 		return res, err
 	}
-	err := analyzeAndList(ctx, s, o, truth, &res, phase)
+	err := analyzeAndList(ctx, s, o, truth, &res, phase, wholeData(ctx))
 	return res, err
 }
 
+// wholeData runs an analysis as `kvtrail analyze` does with no window.
+func wholeData(ctx context.Context) func(*analyze.Runner) (*analyze.Report, error) {
+	return func(r *analyze.Runner) (*analyze.Report, error) { return r.Run(ctx, analyze.Window{}, nil) }
+}
+
 // analyzeAndList is the incident benchmark's analyze and notification-list
-// phases and the list against the truth.
+// phases and the list against the truth; run runs the analysis.
 func analyzeAndList(ctx context.Context, s DiskStore, o IncidentOptions, truth incidentTruth, res *IncidentResult,
-	phase func(string, func() error) error) error {
+	phase func(string, func() error) error, run func(*analyze.Runner) (*analyze.Report, error)) error {
 	if err := phase("analyze", func() error {
 		if o.AnalyzeMemoryLimit > 0 {
 			// As kvtrail analyze: a limit that follows the live heap.
 			defer memlimit.Start(o.AnalyzeMemoryLimit).Stop()
 		}
 		r := &analyze.Runner{DB: s, Cfg: o.Cfg, Trigger: "bench", Lean: true, NoAdopt: o.NoAdopt}
-		rep, err := r.Run(ctx, analyze.Window{}, nil)
+		rep, err := run(r)
 		if err == nil && rep.Errors() {
 			err = fmt.Errorf("an analyzer failed")
 		}
