@@ -205,21 +205,12 @@ func printReport(w io.Writer, rep *analyze.Report) {
 }
 
 // reportJSON is an analysis in `kvtrail ingest --analyze --json`: each
-// run's counts and the affected list it rebuilt.
+// run as the API lists a case's runs (domain.CaseRun), and the affected
+// list it rebuilt.
 type reportJSON struct {
-	Window   string    `json:"window"`
-	Runs     []runJSON `json:"runs"`
-	Affected *listJSON `json:"affected_list,omitempty"`
-}
-
-type runJSON struct {
-	Analyzer string `json:"analyzer"`
-	Status   string `json:"status"`
-	Error    string `json:"error,omitempty"`
-	Findings int    `json:"findings"`
-	High     int    `json:"high"`
-	New      int    `json:"new"`
-	RunID    string `json:"run_id"`
+	Window   string           `json:"window"`
+	Runs     []domain.CaseRun `json:"runs"`
+	Affected *listJSON        `json:"affected_list,omitempty"`
 }
 
 type listJSON struct {
@@ -232,10 +223,11 @@ func newReportJSON(rep *analyze.Report) *reportJSON {
 	if rep == nil {
 		return nil
 	}
-	out := &reportJSON{Window: rep.Window.String(), Runs: []runJSON{}}
+	out := &reportJSON{Window: rep.Window.String(), Runs: []domain.CaseRun{}}
 	for _, r := range rep.Runs {
-		out.Runs = append(out.Runs, runJSON{Analyzer: r.Run.Analyzer, Status: r.Run.Status, Error: r.Run.Error,
-			Findings: r.Run.Findings, High: r.Run.High, New: r.NewCount, RunID: r.Run.ID})
+		out.Runs = append(out.Runs, domain.CaseRun{RunID: r.Run.ID, Analyzer: r.Run.Analyzer, Version: r.Run.Version,
+			StartedAt: r.Run.Started, FinishedAt: r.Run.Finished, Status: r.Run.Status,
+			Findings: uint32(r.Run.Findings), High: uint32(r.Run.High), Error: r.Run.Error})
 	}
 	if rc := rep.Reconstruction; rc != nil {
 		out.Affected = &listJSON{ID: rc.ID}
