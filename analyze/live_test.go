@@ -47,6 +47,13 @@ func TestLiveRoundsAddNothingToAnalyzedData(t *testing.T) {
 		t.Fatalf("a second analysis changed the findings: %d then %d", len(before), len(again))
 	}
 
+	// The analyses recorded their rows as a link (the second took the
+	// first's); live rounds record none: a minute's window is no link of
+	// the incident's requests.
+	linkBefore, ok, err := db.LatestFactLink(ctx)
+	if err != nil || !ok {
+		t.Fatalf("the analysis recorded no link of its rows (%v)", err)
+	}
 	end := rep.Window.To
 	live := &Runner{DB: db, Cfg: DefaultConfig(), Trigger: TriggerLive, Live: true}
 	for i, w := range []Window{
@@ -69,6 +76,9 @@ func TestLiveRoundsAddNothingToAnalyzedData(t *testing.T) {
 		if lr.Reconstruction != nil {
 			t.Errorf("live round %d rebuilt the notification list", i)
 		}
+	}
+	if link, _, err := db.LatestFactLink(ctx); err != nil || link.Version != linkBefore.Version {
+		t.Errorf("live rounds recorded a link: version %d, was %d (%v)", link.Version, linkBefore.Version, err)
 	}
 	after, err := db.LatestFindings(ctx)
 	if err != nil {
