@@ -111,9 +111,6 @@ one kept with --keep, and drops nothing.`,
 	return c
 }
 
-// firstLineToList is the time from the first line ingested to the
-// notification list: every phase after the simulation (0 when the
-// incident was ingested before this run).
 // phaseNames lists the phases' names, the notification list as "list".
 func phaseNames(phases []bench.Phase) string {
 	names := make([]string, len(phases))
@@ -123,6 +120,9 @@ func phaseNames(phases []bench.Phase) string {
 	return strings.Join(names, ", ")
 }
 
+// firstLineToList is the time from the first line ingested to the
+// notification list: every phase after the simulation (0 when the
+// incident was ingested before this run).
 func firstLineToList(phases []bench.Phase) time.Duration {
 	if len(phases) == 0 || phases[0].Name != "simulate" {
 		return 0

@@ -121,10 +121,11 @@ type DiskStore interface {
 	DiskBytes(ctx context.Context) (uint64, error)
 }
 
-// Incident simulates an incident to disk, ingests it, links its requests
-// (as `kvtrail ingest` does), analyzes it and reads the notification
-// list, timing each phase with its peak RSS, then compares the list with
-// the simulator's truth.
+// Incident simulates an incident to disk, ingests it, analyzes the
+// ingested span (as `kvtrail ingest --analyze` does; with TwoCommands,
+// links the span and then analyzes all the data, as `kvtrail ingest` then
+// `kvtrail analyze` do) and reads the notification list, timing each phase
+// with its peak RSS, then compares the list with the simulator's truth.
 func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResult, error) {
 	res := IncidentResult{Scale: o.Scale}
 	dir := o.Dir
@@ -190,11 +191,6 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	}); err != nil {
 		return res, err
 	}
-	// What `kvtrail ingest` does after its lines unless told not to: link
-	// the ingested span's requests into request_facts, with the analysis's
-	// slices and memory limit. The analysis links its window again (it
-	// needs the requests in memory), so this phase is the cost of the
-	// default path, reported apart.
 	if !o.TwoCommands {
 		// kvtrail ingest --analyze: the pending span analyzed, which links it.
 		err := analyzeAndList(ctx, s, o, truth, &res, phase, func(r *analyze.Runner) (*analyze.Report, error) {
@@ -211,6 +207,11 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		})
 		return res, err
 	}
+	// What `kvtrail ingest` does after its lines unless told not to: link
+	// the ingested span's requests into request_facts, with the analysis's
+	// slices and memory limit. The analysis links its window again (it
+	// needs the requests in memory), so this phase is the cost of the
+	// two-command path, reported apart.
 	if err := phase("link", func() error {
 		if o.AnalyzeMemoryLimit > 0 {
 			defer memlimit.Start(o.AnalyzeMemoryLimit).Stop()
