@@ -72,9 +72,9 @@ func (p *pagePool) merge() {
 
 // mergeUnique is merge_and_sort_free by marking each page in a bitmap of
 // the pool and reading the marks in order: a page id lies in [1, numPages],
-// so the sorted list is the marked ids in turn. A pool holds up to 681,280
-// pages and merges hundreds of times a run; sorting the whole list each
-// time was a third of the simulator's CPU. The result equals the sort's as
+// so the sorted list is the marked ids in turn. A pool merges hundreds of
+// times a run; sorting the whole list each time was a third of the
+// simulator's CPU. The result equals the sort's as
 // long as no page is listed twice, which holds while nothing frees a page
 // twice; if one is (a mark already set), it reports false, the marks are
 // cleared and the caller sorts, which keeps the duplicate as SGLang would.
@@ -86,18 +86,17 @@ func (p *pagePool) mergeUnique() bool {
 	m := p.marks[:words]
 	for _, list := range [][]int32{p.free, p.released} {
 		for _, pg := range list {
-			w, b := pg/64, uint64(1)<<(pg%64)
-			if pg < 0 || int(w) >= words || m[w]&b != 0 {
+			if pg < 0 || int(pg/64) >= words || m[pg/64]&(1<<(pg%64)) != 0 {
 				clear(m)
 				return false
 			}
-			m[w] |= b
+			m[pg/64] |= 1 << (pg % 64)
 		}
 	}
 	n := len(p.free) + len(p.released)
-	out := slices.Grow(p.free[:0:0], n)
-	if cap(p.free) >= n {
-		out = p.free[:0] // the old list is in the marks now
+	out := p.free[:0] // the old list is in the marks now
+	if cap(out) < n {
+		out = make([]int32, 0, n)
 	}
 	for w, bitsw := range m {
 		for bitsw != 0 {

@@ -134,6 +134,9 @@ func TestPagePoolMergeEqualsSort(t *testing.T) {
 		if trial%10 == 0 && len(rel) > 0 {
 			rel = append(rel, rel[0]) // freed twice
 		}
+		if trial%25 == 1 {
+			rel = append(rel, -1) // outside the pool: the sort, no panic
+		}
 		q.free, q.released = free, rel
 		want := append(slices.Clone(free), rel...)
 		slices.Sort(want)
