@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/chstore"
@@ -117,5 +120,150 @@ func TestIngestAnalyzeEqualsIngestThenAnalyze(t *testing.T) {
 
 	if _, errOut, code := run(t, dir, envOf(one), "ingest", "--manifest", manifest, "--analyze", "--correlate=false"); code != 2 {
 		t.Errorf("--analyze with --correlate=false: exit %d, want 2 (usage)\n%s", code, errOut)
+	}
+}
+
+// Two `kvtrail ingest --worker --analyze` processes split the sources, and
+// the one that claims the ingested span analyzes it, once: the findings
+// and the notification list equal a single-process `ingest --analyze`'s.
+// Then the same with the worker holding the span's claim kill -9ed while
+// it analyzes: the other takes the span over when the lease runs out and
+// analyzes it, and the killed run's partial writes change nothing.
+func TestIngestWorkersAnalyzeTheSpanOnce(t *testing.T) {
+	ctx := context.Background()
+	sim := t.TempDir()
+	truth, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 2, OutDir: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if truth.AffectedTenants == 0 {
+		t.Fatal("the simulated incident leaked nothing: the lists would compare empty")
+	}
+	manifest := filepath.Join(sim, "sources.yaml")
+	envOf := func(s *chstore.Store) []string {
+		return []string{"KVTRAIL_CLICKHOUSE_ADDR=" + testdb.Addr(t), "KVTRAIL_CLICKHOUSE_DATABASE=" + s.Database()}
+	}
+	single := testdb.New(t)
+	if _, errOut, code := run(t, t.TempDir(), envOf(single), "ingest", "--manifest", manifest, "--analyze"); code != 0 {
+		t.Fatalf("single-process ingest --analyze: exit %d\n%s", code, errOut)
+	}
+	wantFindings, wantList := analysisSnapshot(t, single)
+
+	for _, tt := range []struct {
+		name string
+		kill bool // kill -9 the worker holding the span while it analyzes
+		// killAfter is a count over the database the kill waits for: what
+		// the analysis must have written before its worker is killed.
+		killAfter string
+	}{
+		{"two workers", false, ""},
+		{"the analyzing worker killed at its claim", true, ""},
+		{"the analyzing worker killed after saving request_facts", true, "SELECT count() FROM request_facts"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testdb.New(t)
+			if _, errOut, code := run(t, t.TempDir(), envOf(s), "migrate"); code != 0 {
+				t.Fatalf("migrate: exit %d\n%s", code, errOut)
+			}
+			type worker struct {
+				cmd  *exec.Cmd
+				out  *strings.Builder
+				done chan error
+			}
+			workers := map[string]*worker{}
+			for _, name := range []string{"a", "b"} {
+				cmd := exec.Command(binary, append([]string{"ingest", "--manifest", manifest, "--analyze", "--worker", name}, workerFlags...)...)
+				cmd.Dir, cmd.Env = t.TempDir(), append(cleanEnv(), envOf(s)...)
+				w := &worker{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
+				cmd.Stdout, cmd.Stderr = w.out, w.out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				go func() { w.done <- cmd.Wait() }()
+				workers[name] = w
+			}
+			killed := ""
+			if tt.kill {
+				// holder is the worker holding the span's claim, not done.
+				holder := func() string {
+					if tt.killAfter != "" {
+						var n uint64
+						if err := s.QueryRow(ctx, tt.killAfter).Scan(&n); err != nil || n == 0 {
+							return ""
+						}
+					}
+					var who []string
+					_ = s.QueryRow(ctx, `SELECT groupArray(worker) FROM (SELECT worker, groupArray(state) AS st FROM work_claims
+ WHERE unit LIKE 'correlate/%' GROUP BY worker, unit) WHERE has(st, 'claimed') AND NOT has(st, 'done') AND NOT has(st, 'released')`).Scan(&who)
+					if len(who) == 1 {
+						return who[0]
+					}
+					return ""
+				}
+				for deadline := time.Now().Add(3 * time.Minute); killed == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+					name := holder()
+					if name == "" {
+						continue
+					}
+					// Frozen, then asked again: it must still be analyzing.
+					_ = syscall.Kill(workers[name].cmd.Process.Pid, syscall.SIGSTOP)
+					if holder() != name {
+						_ = syscall.Kill(workers[name].cmd.Process.Pid, syscall.SIGCONT)
+						continue
+					}
+					_ = syscall.Kill(workers[name].cmd.Process.Pid, syscall.SIGKILL)
+					<-workers[name].done
+					killed = name
+				}
+				if killed == "" {
+					t.Fatal("no worker was seen holding the span's analysis")
+				}
+			}
+			analyzed := 0
+			defer func() {
+				// What the killed run had written (its request_facts version
+				// and runs) beside the surviving one's.
+				var versions, runs uint64
+				_ = s.QueryRow(ctx, "SELECT uniqExact(version) FROM request_facts").Scan(&versions)
+				_ = s.QueryRow(ctx, "SELECT uniqExact(run_id) FROM analyzer_runs").Scan(&runs)
+				t.Logf("killed %q; request_facts versions %d, analyzer runs %d", killed, versions, runs)
+			}()
+			for name, w := range workers {
+				if name == killed {
+					continue
+				}
+				if err := <-w.done; err != nil {
+					t.Fatalf("worker %s: %v\n%s", name, err, w.out)
+				}
+				for _, l := range strings.Split(w.out.String(), "\n") {
+					if strings.Contains(l, "request_facts") {
+						t.Logf("worker %s: %s", name, l)
+					}
+				}
+				if strings.Contains(w.out.String(), "affected list") {
+					analyzed++
+				}
+			}
+			var done []string
+			if err := s.QueryRow(ctx, "SELECT groupArray(worker) FROM work_claims WHERE state = 'done' AND unit LIKE 'correlate/%'").Scan(&done); err != nil {
+				t.Fatal(err)
+			}
+			if len(done) != 1 || done[0] == killed {
+				t.Errorf("the span's analysis done by %v (killed: %q), want once, by a live worker", done, killed)
+			}
+			if analyzed != 1 {
+				t.Errorf("%d surviving workers printed an analysis, want 1", analyzed)
+			}
+			if _, pending, err := ingest.PendingCorrelation(ctx, s); err != nil || pending {
+				t.Errorf("after the workers the span is pending (%v, %v), want it linked", pending, err)
+			}
+			gotFindings, gotList := analysisSnapshot(t, s)
+			if !slices.Equal(gotFindings, wantFindings) {
+				t.Errorf("findings\n%v\nwant (single process)\n%v", gotFindings, wantFindings)
+			}
+			if !slices.Equal(gotList, wantList) {
+				t.Errorf("notification list\n%v\nwant (single process)\n%v", gotList, wantList)
+			}
+		})
 	}
 }
