@@ -32,8 +32,9 @@ import (
 // would have saved, at the cost of a second link.
 //
 // A run that adopts nothing saves every request it links, and records the
-// rows of gateway-logged ones in fact_links as a link would (Run): the next
-// analysis of the window adopts them by the same proof. That is what lets
+// rows of gateway-logged ones in fact_links as a link would (Run; an
+// analysis job's finisher records its slices' rows as one: finishJob): the
+// next analysis of the window adopts them by the same proof. That is what lets
 // `kvtrail ingest --analyze` (SpanAnalysis) analyze the span instead of
 // linking it first, and a later `kvtrail analyze` still not save them again.
 

@@ -161,7 +161,7 @@ func (r *Runner) RunWorker(ctx context.Context, w Window, names []string, job Jo
 	}
 	stop := renewing(ctx, lease, job.Lease, r.Log)
 	wd.replayer = jr.run
-	rep, err := r.finishJob(ctx, wd, sel, job, started, out)
+	rep, err := r.finishJob(ctx, wd, sel, job, len(plan), started, out)
 	stop()
 	if err != nil {
 		return wr, err
@@ -179,10 +179,23 @@ func (r *Runner) workSlice(ctx context.Context, wd *Dataset, sel []Analyzer, own
 	if err != nil {
 		return err
 	}
-	if err := r.DB.RequestFactsInsert(d.Facts, wd.factsVersion, nil)(ctx); err != nil {
+	// What the slice saved of gateway-logged requests, as a link records
+	// it: the finisher adds the slices' up into the job's link.
+	var part domain.FactLink
+	if err := r.DB.RequestFactsInsert(d.Facts, wd.factsVersion, &part.Digest)(ctx); err != nil {
 		return err
 	}
-	rows := make([]domain.SliceResult, 0, len(sel))
+	for _, f := range d.Facts {
+		if f.GW != nil {
+			part.Saw(f.TS)
+		}
+	}
+	b, err := json.Marshal(sliceFacts{Digest: part.Digest, First: part.First, Last: part.Last})
+	if err != nil {
+		return err
+	}
+	rows := make([]domain.SliceResult, 0, len(sel)+1)
+	rows = append(rows, domain.SliceResult{Job: job.ID, Slice: idx, Worker: job.Worker, Analyzer: factsResult, State: string(b)})
 	for _, a := range sel {
 		row := domain.SliceResult{Job: job.ID, Slice: idx, Worker: job.Worker, Analyzer: a.Name()}
 		p := passOf(a)
@@ -208,6 +221,17 @@ func (r *Runner) workSlice(ctx context.Context, wd *Dataset, sel []Analyzer, own
 	return lease.Done(ctx)
 }
 
+// factsResult names a slice's row in analysis_slices that is no
+// analyzer's: what the slice saved to request_facts (sliceFacts).
+const factsResult = "request_facts"
+
+// sliceFacts is what one slice saved of gateway-logged requests: their
+// rows' digest and time span.
+type sliceFacts struct {
+	Digest      domain.FactDigest
+	First, Last time.Time
+}
+
 // ownFindings keeps the findings a slice owns.
 func ownFindings(d *Dataset, fs []Finding) []Finding {
 	out := fs[:0]
@@ -220,8 +244,10 @@ func ownFindings(d *Dataset, fs []Finding) []Finding {
 }
 
 // finishJob reads every slice's results (one worker's per slice) in slice
-// order and concludes.
-func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job Job, started time.Time, src SliceStore) (*Report, error) {
+// order, records what the slices saved to request_facts as one link (so
+// that the next analysis of the window adopts the rows, as it does a
+// single process's: adopt.go) and concludes.
+func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job Job, slices int, started time.Time, src SliceStore) (*Report, error) {
 	rep := &Report{Window: wd.Window}
 	passes := make([]pass, len(sel))
 	found := make([][]Finding, len(sel))
@@ -235,11 +261,25 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 	var (
 		cur    = int64(-1)
 		worker string
+		// The job's link: every slice's rows, saved at the job's version.
+		link      = domain.FactLink{Version: wd.factsVersion, From: wd.Window.From, To: wd.Window.To, LinkedAt: started}
+		withFacts int
 	)
 	t0 := time.Now()
 	err := src.SliceResults(ctx, job.ID, func(row domain.SliceResult) error {
 		if int64(row.Slice) != cur {
 			cur, worker = int64(row.Slice), row.Worker // a redone slice: the first worker's rows
+		}
+		if row.Analyzer == factsResult {
+			if row.Worker == worker {
+				var sf sliceFacts
+				if err := json.Unmarshal([]byte(row.State), &sf); err != nil {
+					return fmt.Errorf("slice %d, %s: %w", row.Slice, row.Analyzer, err)
+				}
+				link.Join(sf.Digest, sf.First, sf.Last)
+				withFacts++
+			}
+			return nil
 		}
 		i, ok := index[row.Analyzer]
 		if row.Worker != worker || !ok || failed[i] != nil {
@@ -263,6 +303,16 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Recorded only when every slice said what it saved (a worker of an
+	// older build does not). A slice done twice (its first worker died
+	// after saving) saved the same rows twice at the job's version: until
+	// the table merges them, the adoption proof counts more rows than the
+	// digest and the next analysis saves its own.
+	if withFacts == slices {
+		if err := r.DB.SaveFactLink(ctx, link); err != nil {
+			return nil, err
+		}
 	}
 	// The requests the slices' victim findings name, as a single process
 	// keeps them (Dataset.keep): linking those of every finding linked

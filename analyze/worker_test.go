@@ -128,7 +128,7 @@ func (l memLease) Done(context.Context) error {
 // analysis of the same window in slices.
 func TestWorkersEqualSingleRun(t *testing.T) {
 	claims := newMemClaims(2 * time.Second)
-	single, _, reps := runTwoWorkers(t, claims.as("a", 3), claims.as("b", 0), 200*time.Millisecond)
+	single, job, reps := runTwoWorkers(t, claims.as("a", 3), claims.as("b", 0), 200*time.Millisecond)
 	fin := reps[1].Report
 	if reps[1].Done < 1 || reps[0].Done < 1 {
 		t.Logf("slices done: a %d, b %d of %d", reps[0].Done, reps[1].Done, reps[1].Slices)
@@ -136,6 +136,27 @@ func TestWorkersEqualSingleRun(t *testing.T) {
 	total := sameAnalysis(t, single, fin)
 	t.Logf("%d findings, %d list rows, %d slices: a did %d before dying, b %d", total, len(fin.Reconstruction.Rows),
 		reps[1].Slices, reps[0].Done, reps[1].Done)
+
+	// The job recorded its slices' rows as one link: the next analysis of
+	// the window takes them instead of saving them again, with the same
+	// findings and list.
+	db := reps[1].db
+	version, err := jobVersion(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, ok, err := db.LatestFactLink(context.Background())
+	if err != nil || !ok || link.Version != version {
+		t.Fatalf("the job recorded no link of its rows (%v, %+v)", err, link)
+	}
+	next, err := (&Runner{DB: db, Cfg: workersConfig(), Trigger: "test", Now: func() time.Time { return testNow.Add(2 * time.Minute) }}).Run(context.Background(), Window{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Adopted == 0 || next.Adopted != link.Digest.N || next.Relinked {
+		t.Errorf("the analysis after the job adopted %d rows (relinked %v), want the job's %d", next.Adopted, next.Relinked, link.Digest.N)
+	}
+	sameAnalysis(t, single, next)
 }
 
 // workerRun is a worker's report and the store it ran on.
@@ -150,9 +171,7 @@ type workerRun struct {
 func runTwoWorkers(t *testing.T, a, b *memClaims, poll time.Duration) (single *Report, job string, reps []workerRun) {
 	t.Helper()
 	db, _ := loaded(t, simulate.Config{Scenario: "abort-race", Seed: 11, Scale: 0.25, DecodePool: 12_288})
-	cfg := DefaultConfig()
-	cfg.DeferredRelease = "off"
-	cfg.SliceRequests = 400
+	cfg := workersConfig()
 	ctx := context.Background()
 	single, err := (&Runner{DB: db, Cfg: cfg, Trigger: "test", Now: func() time.Time { return testNow }}).Run(ctx, Window{}, nil)
 	if err != nil {
@@ -179,6 +198,14 @@ func runTwoWorkers(t *testing.T, a, b *memClaims, poll time.Duration) (single *R
 		t.Fatal("worker b did not finish the job")
 	}
 	return single, job, reps
+}
+
+// workersConfig is the analysis the worker tests run, in slices.
+func workersConfig() Config {
+	cfg := DefaultConfig()
+	cfg.DeferredRelease = "off"
+	cfg.SliceRequests = 400
+	return cfg
 }
 
 // sameAnalysis fails t unless the workers' report has single's findings

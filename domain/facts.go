@@ -112,6 +112,14 @@ func (d *FactDigest) Add(r *FactRow, buf []byte) []byte {
 	return b
 }
 
+// Plus counts o's rows too: the digest of two disjoint sets of rows is
+// the sum of theirs (how an analysis job's slices make one link's).
+func (d *FactDigest) Plus(o FactDigest) {
+	d.N += o.N
+	d.Lo += o.Lo
+	d.Hi += o.Hi
+}
+
 // FactLink records one linking of requests into request_facts (what
 // `kvtrail ingest` does after its lines): the window linked, the version
 // its rows were saved under, when it began, and what it saved: the
@@ -135,4 +143,15 @@ func (l *FactLink) Saw(ts time.Time) {
 	if ts.After(l.Last) {
 		l.Last = ts
 	}
+}
+
+// Join adds what another part of the same link saved: its rows' digest
+// and their time span.
+func (l *FactLink) Join(digest FactDigest, first, last time.Time) {
+	if digest.N == 0 {
+		return
+	}
+	l.Digest.Plus(digest)
+	l.Saw(first)
+	l.Saw(last)
 }
