@@ -76,6 +76,17 @@ func (k *coreKeys) names(room uint64, rid string) bool {
 	return rid != "" && k.rids[rid]
 }
 
+// keepsEngine reports whether a margin's engine line can link to a
+// request of the core.
+func (k *coreKeys) keepsEngine(e *EngineEvent) bool { return k.names(e.Room, e.RID) }
+
+// keepsTransfer reports whether a margin's transfer line can link to a
+// request of the core: by its own room or rid, or by the other side's
+// room when a core response has it.
+func (k *coreKeys) keepsTransfer(t *TransferEvent) bool {
+	return k.names(t.Room, t.RID) || (t.OtherRoom != 0 && k.gwRooms[t.OtherRoom])
+}
+
 // loadLinked reads a slice's lines: the gateway responses of the core
 // span (the requests it links, returned), every engine and transfer line
 // of the core, and in the margins [lo, core) and (core, hi] only the lines
@@ -109,13 +120,13 @@ func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, h
 		keys.engine(e)
 	}
 	addE := func(e *EngineEvent) error {
-		if keys.names(e.Room, e.RID) {
+		if keys.keepsEngine(e) {
 			d.Engine = append(d.Engine, e)
 		}
 		return nil
 	}
 	addT := func(t *TransferEvent) error {
-		if keys.names(t.Room, t.RID) || (t.OtherRoom != 0 && keys.gwRooms[t.OtherRoom]) {
+		if keys.keepsTransfer(t) {
 			d.Transfer = append(d.Transfer, t)
 		}
 		return nil
