@@ -25,19 +25,8 @@ import (
 // saving them again.
 func TestIngestAnalyzeEqualsIngestThenAnalyze(t *testing.T) {
 	ctx := context.Background()
-	sim := t.TempDir()
-	truth, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 2, OutDir: sim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if truth.AffectedTenants == 0 {
-		t.Fatal("the simulated incident leaked nothing: the lists would compare empty")
-	}
-	manifest := filepath.Join(sim, "sources.yaml")
+	manifest := leakingIncident(t)
 	dir := t.TempDir()
-	envOf := func(s *chstore.Store) []string {
-		return []string{"KVTRAIL_CLICKHOUSE_ADDR=" + testdb.Addr(t), "KVTRAIL_CLICKHOUSE_DATABASE=" + s.Database()}
-	}
 	// affected is the notification list as "role tenant" lines, sorted.
 	affected := func(env []string) []string {
 		t.Helper()
@@ -63,7 +52,7 @@ func TestIngestAnalyzeEqualsIngestThenAnalyze(t *testing.T) {
 	}
 
 	one := testdb.New(t)
-	out, errOut, code := run(t, dir, envOf(one), "ingest", "--manifest", manifest, "--analyze", "--json")
+	out, errOut, code := run(t, dir, dbEnv(t, one), "ingest", "--manifest", manifest, "--analyze", "--json")
 	if code != 0 {
 		t.Fatalf("ingest --analyze: exit %d\n%s", code, errOut)
 	}
@@ -92,33 +81,33 @@ func TestIngestAnalyzeEqualsIngestThenAnalyze(t *testing.T) {
 	if _, pending, err := ingest.PendingCorrelation(ctx, one); err != nil || pending {
 		t.Fatalf("after ingest --analyze the span is pending (%v, %v), want it recorded as linked", pending, err)
 	}
-	listOne := affected(envOf(one))
+	listOne := affected(dbEnv(t, one))
 
 	two := testdb.New(t)
-	if _, errOut, code := run(t, dir, envOf(two), "ingest", "--manifest", manifest); code != 0 {
+	if _, errOut, code := run(t, dir, dbEnv(t, two), "ingest", "--manifest", manifest); code != 0 {
 		t.Fatalf("ingest: exit %d\n%s", code, errOut)
 	}
-	if _, errOut, code := run(t, dir, envOf(two), "analyze"); code != 0 {
+	if _, errOut, code := run(t, dir, dbEnv(t, two), "analyze"); code != 0 {
 		t.Fatalf("analyze: exit %d\n%s", code, errOut)
 	}
-	if listTwo := affected(envOf(two)); !slices.Equal(listOne, listTwo) {
+	if listTwo := affected(dbEnv(t, two)); !slices.Equal(listOne, listTwo) {
 		t.Errorf("ingest --analyze listed\n%v\ningest then analyze\n%v", listOne, listTwo)
 	}
 
 	// The span analysis recorded its rows as a link: the next analysis of
 	// the data takes them.
-	out, errOut, code = run(t, dir, envOf(one), "analyze")
+	out, errOut, code = run(t, dir, dbEnv(t, one), "analyze")
 	if code != 0 {
 		t.Fatalf("analyze after ingest --analyze: exit %d\n%s", code, errOut)
 	}
 	if !strings.Contains(out, "request_facts: took the rows of") {
 		t.Errorf("the analysis after ingest --analyze saved its rows again:\n%s", out)
 	}
-	if got := affected(envOf(one)); !slices.Equal(got, listOne) {
+	if got := affected(dbEnv(t, one)); !slices.Equal(got, listOne) {
 		t.Errorf("the second analysis listed\n%v\nthe first\n%v", got, listOne)
 	}
 
-	if _, errOut, code := run(t, dir, envOf(one), "ingest", "--manifest", manifest, "--analyze", "--correlate=false"); code != 2 {
+	if _, errOut, code := run(t, dir, dbEnv(t, one), "ingest", "--manifest", manifest, "--analyze", "--correlate=false"); code != 2 {
 		t.Errorf("--analyze with --correlate=false: exit %d, want 2 (usage)\n%s", code, errOut)
 	}
 }
@@ -131,20 +120,9 @@ func TestIngestAnalyzeEqualsIngestThenAnalyze(t *testing.T) {
 // analyzes it, and the killed run's partial writes change nothing.
 func TestIngestWorkersAnalyzeTheSpanOnce(t *testing.T) {
 	ctx := context.Background()
-	sim := t.TempDir()
-	truth, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 2, OutDir: sim})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if truth.AffectedTenants == 0 {
-		t.Fatal("the simulated incident leaked nothing: the lists would compare empty")
-	}
-	manifest := filepath.Join(sim, "sources.yaml")
-	envOf := func(s *chstore.Store) []string {
-		return []string{"KVTRAIL_CLICKHOUSE_ADDR=" + testdb.Addr(t), "KVTRAIL_CLICKHOUSE_DATABASE=" + s.Database()}
-	}
+	manifest := leakingIncident(t)
 	single := testdb.New(t)
-	if _, errOut, code := run(t, t.TempDir(), envOf(single), "ingest", "--manifest", manifest, "--analyze"); code != 0 {
+	if _, errOut, code := run(t, t.TempDir(), dbEnv(t, single), "ingest", "--manifest", manifest, "--analyze"); code != 0 {
 		t.Fatalf("single-process ingest --analyze: exit %d\n%s", code, errOut)
 	}
 	wantFindings, wantList := analysisSnapshot(t, single)
@@ -162,7 +140,7 @@ func TestIngestWorkersAnalyzeTheSpanOnce(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := testdb.New(t)
-			if _, errOut, code := run(t, t.TempDir(), envOf(s), "migrate"); code != 0 {
+			if _, errOut, code := run(t, t.TempDir(), dbEnv(t, s), "migrate"); code != 0 {
 				t.Fatalf("migrate: exit %d\n%s", code, errOut)
 			}
 			type worker struct {
@@ -173,7 +151,7 @@ func TestIngestWorkersAnalyzeTheSpanOnce(t *testing.T) {
 			workers := map[string]*worker{}
 			for _, name := range []string{"a", "b"} {
 				cmd := exec.Command(binary, append([]string{"ingest", "--manifest", manifest, "--analyze", "--worker", name}, workerFlags...)...)
-				cmd.Dir, cmd.Env = t.TempDir(), append(cleanEnv(), envOf(s)...)
+				cmd.Dir, cmd.Env = t.TempDir(), append(cleanEnv(), dbEnv(t, s)...)
 				w := &worker{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
 				cmd.Stdout, cmd.Stderr = w.out, w.out
 				if err := cmd.Start(); err != nil {
@@ -266,4 +244,24 @@ func TestIngestWorkersAnalyzeTheSpanOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leakingIncident simulates two days of incident-2026 that leak, and
+// returns its sources manifest.
+func leakingIncident(t *testing.T) string {
+	t.Helper()
+	sim := t.TempDir()
+	truth, err := simulate.Run(context.Background(), simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.05, Days: 2, OutDir: sim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if truth.AffectedTenants == 0 {
+		t.Fatal("the simulated incident leaked nothing: the lists would compare empty")
+	}
+	return filepath.Join(sim, "sources.yaml")
+}
+
+// dbEnv points the binary at s.
+func dbEnv(t *testing.T, s *chstore.Store) []string {
+	return []string{"KVTRAIL_CLICKHOUSE_ADDR=" + testdb.Addr(t), "KVTRAIL_CLICKHOUSE_DATABASE=" + s.Database()}
 }
