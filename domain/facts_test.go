@@ -69,3 +69,39 @@ func TestFactDigest(t *testing.T) {
 		t.Error(`tenant "ab", model "c" and tenant "a", model "bc" have one digest`)
 	}
 }
+
+// A link made of parts (an analysis job's slices) has the digest of all
+// their rows and the span of their times; a part that saved nothing
+// changes neither.
+func TestFactLinkJoin(t *testing.T) {
+	at := func(i int) FactRow {
+		return FactRow{Key: "req-" + string(rune('a'+i)), GatewayID: "req", TS: time.Unix(1_700_000_000+int64(i), 0), Lines: []uint64{uint64(i)}}
+	}
+	rows := []FactRow{at(3), at(1), at(4), at(2)}
+	var whole FactLink
+	var buf []byte
+	for i := range rows {
+		buf = whole.Digest.Add(&rows[i], buf)
+		whole.Saw(rows[i].TS)
+	}
+	part := func(rows ...FactRow) (d FactDigest, first, last time.Time) {
+		var l FactLink
+		for i := range rows {
+			buf = l.Digest.Add(&rows[i], buf)
+			l.Saw(rows[i].TS)
+		}
+		return l.Digest, l.First, l.Last
+	}
+	var joined FactLink
+	joined.Join(part(rows[2], rows[0]))
+	joined.Join(part()) // an empty slice
+	joined.Join(part(rows[3], rows[1]))
+	if joined.Digest != whole.Digest || !joined.First.Equal(whole.First) || !joined.Last.Equal(whole.Last) {
+		t.Errorf("joined %+v, want %+v", joined, whole)
+	}
+	var one FactLink
+	one.Join(part(rows[0]))
+	if one.Digest == whole.Digest {
+		t.Error("a part's digest equals the whole's")
+	}
+}
