@@ -93,9 +93,9 @@ func TestFactLinkJoin(t *testing.T) {
 		return l.Digest, l.First, l.Last
 	}
 	var joined FactLink
+	joined.Join(part(rows[3], rows[1])) // the earliest first
+	joined.Join(part())                 // an empty slice
 	joined.Join(part(rows[2], rows[0]))
-	joined.Join(part()) // an empty slice
-	joined.Join(part(rows[3], rows[1]))
 	if joined.Digest != whole.Digest || !joined.First.Equal(whole.First) || !joined.Last.Equal(whole.Last) {
 		t.Errorf("joined %+v, want %+v", joined, whole)
 	}
