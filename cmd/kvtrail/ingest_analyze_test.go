@@ -158,6 +158,8 @@ func TestIngestWorkersAnalyzeTheSpanOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 				go func() { w.done <- cmd.Wait() }()
+				// A failed test leaves no worker running (or stopped).
+				t.Cleanup(func() { _ = cmd.Process.Kill() })
 				workers[name] = w
 			}
 			killed := ""
