@@ -116,3 +116,13 @@ func (d *Dataset) readVersion() uint64 {
 	}
 	return d.factsVersion
 }
+
+// sawLogged widens l's time span to the facts the gateway logged: the
+// requests a link's digest counts (RequestFactsInsert).
+func sawLogged(l *domain.FactLink, facts []*Fact) {
+	for _, f := range facts {
+		if f.GW != nil {
+			l.Saw(f.TS)
+		}
+	}
+}

@@ -458,11 +458,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 		case adopt != nil:
 			save = adopt.take(save)
 		case link != nil:
-			for _, f := range save {
-				if f.GW != nil {
-					link.Saw(f.TS)
-				}
-			}
+			sawLogged(link, save)
 		}
 		rep.Linked += len(d.Facts)
 		if err := saver.save(save); err != nil {

@@ -185,12 +185,8 @@ func (r *Runner) workSlice(ctx context.Context, wd *Dataset, sel []Analyzer, own
 	if err := r.DB.RequestFactsInsert(d.Facts, wd.factsVersion, &part.Digest)(ctx); err != nil {
 		return err
 	}
-	for _, f := range d.Facts {
-		if f.GW != nil {
-			part.Saw(f.TS)
-		}
-	}
-	b, err := json.Marshal(sliceFacts{Digest: part.Digest, First: part.First, Last: part.Last})
+	sawLogged(&part, d.Facts)
+	b, err := json.Marshal(part)
 	if err != nil {
 		return err
 	}
@@ -222,15 +218,9 @@ func (r *Runner) workSlice(ctx context.Context, wd *Dataset, sel []Analyzer, own
 }
 
 // factsResult names a slice's row in analysis_slices that is no
-// analyzer's: what the slice saved to request_facts (sliceFacts).
+// analyzer's: what the slice saved to request_facts, its part of the
+// job's link (a domain.FactLink holding the digest and time span).
 const factsResult = "request_facts"
-
-// sliceFacts is what one slice saved of gateway-logged requests: their
-// rows' digest and time span.
-type sliceFacts struct {
-	Digest      domain.FactDigest
-	First, Last time.Time
-}
 
 // ownFindings keeps the findings a slice owns.
 func ownFindings(d *Dataset, fs []Finding) []Finding {
@@ -272,11 +262,11 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 		}
 		if row.Analyzer == factsResult {
 			if row.Worker == worker {
-				var sf sliceFacts
-				if err := json.Unmarshal([]byte(row.State), &sf); err != nil {
+				var part domain.FactLink
+				if err := json.Unmarshal([]byte(row.State), &part); err != nil {
 					return fmt.Errorf("slice %d, %s: %w", row.Slice, row.Analyzer, err)
 				}
-				link.Join(sf.Digest, sf.First, sf.Last)
+				link.Join(part)
 				withFacts++
 			}
 			return nil

@@ -146,12 +146,12 @@ func (l *FactLink) Saw(ts time.Time) {
 }
 
 // Join adds what another part of the same link saved: its rows' digest
-// and their time span.
-func (l *FactLink) Join(digest FactDigest, first, last time.Time) {
-	if digest.N == 0 {
+// and their time span (a part that saved nothing has no span).
+func (l *FactLink) Join(part FactLink) {
+	if part.Digest.N == 0 {
 		return
 	}
-	l.Digest.Plus(digest)
-	l.Saw(first)
-	l.Saw(last)
+	l.Digest.Plus(part.Digest)
+	l.Saw(part.First)
+	l.Saw(part.Last)
 }

@@ -84,13 +84,13 @@ func TestFactLinkJoin(t *testing.T) {
 		buf = whole.Digest.Add(&rows[i], buf)
 		whole.Saw(rows[i].TS)
 	}
-	part := func(rows ...FactRow) (d FactDigest, first, last time.Time) {
+	part := func(rows ...FactRow) FactLink {
 		var l FactLink
 		for i := range rows {
 			buf = l.Digest.Add(&rows[i], buf)
 			l.Saw(rows[i].TS)
 		}
-		return l.Digest, l.First, l.Last
+		return l
 	}
 	var joined FactLink
 	joined.Join(part(rows[3], rows[1])) // the earliest first
