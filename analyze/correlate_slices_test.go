@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
@@ -46,10 +47,10 @@ func TestCorrelateInSlicesEqualsOnePass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(planSlices(buckets, wide, perSlice)); n < 6 {
+	if n := len(domain.CutWindow(buckets, wide, perSlice)); n < 6 {
 		t.Fatalf("the window is linked in %d slices: too few to cross slice edges", n)
 	}
-	planned := len(planSlices(buckets, wide, perSlice))
+	planned := len(domain.CutWindow(buckets, wide, perSlice))
 	// The slices are the caller's, or (0) the analysis's own: the link
 	// after an ingest takes Config.SliceRequests, and each slice reads the
 	// gateway once.

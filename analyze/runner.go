@@ -576,7 +576,7 @@ func (r *Runner) plan(ctx context.Context, wd *Dataset) ([]Window, error) {
 	if err != nil {
 		return nil, err
 	}
-	return planSlices(buckets, wd.Window, maxReq), nil
+	return domain.CutWindow(buckets, wd.Window, maxReq), nil
 }
 
 // Correlate links the gateway-logged requests of w (gateway → prefill →
@@ -654,7 +654,7 @@ func (r *Runner) saveLinked(ctx context.Context, wd *Dataset, maxRequests int, v
 		pending = nil
 		return nil
 	}
-	plan := planSlices(buckets, wd.Window, maxRequests)
+	plan := domain.CutWindow(buckets, wd.Window, maxRequests)
 	for _, sw := range plan {
 		// As an analysis reads its slices: the slice's requests linked
 		// with their context around it. The cuts are where the requests

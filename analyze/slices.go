@@ -40,33 +40,6 @@ func (c Config) sliceContext() time.Duration {
 // sliceStep is the granularity slices are cut at.
 const sliceStep = time.Minute
 
-// planSlices cuts w into consecutive spans of at most max requests each
-// (a single minute holding more is one span of its own). One span means
-// the window is read whole.
-func planSlices(buckets []domain.Bucket, w Window, maxReq int) []Window {
-	if maxReq <= 0 || len(buckets) == 0 {
-		return []Window{w}
-	}
-	var total uint64
-	for _, b := range buckets {
-		total += b.N
-	}
-	if total <= uint64(maxReq) {
-		return []Window{w}
-	}
-	var out []Window
-	from := w.From
-	var n uint64
-	for _, b := range buckets {
-		if n > 0 && n+b.N > uint64(maxReq) && b.Start.After(from) {
-			out = append(out, Window{From: from, To: b.Start})
-			from, n = b.Start, 0
-		}
-		n += b.N
-	}
-	return append(out, Window{From: from, To: w.To})
-}
-
 // pass is one analyzer's work over a window read in slices: slice sees
 // each slice's Dataset in time order (its Facts are the slice's own
 // requests) and returns the findings it can make there; finish runs once

@@ -7,41 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/simulate"
 )
-
-func TestPlanSlices(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	w := Window{From: t0, To: t0.Add(10 * time.Minute)}
-	b := func(min int, n uint64) domain.Bucket {
-		return domain.Bucket{Start: t0.Add(time.Duration(min) * time.Minute), N: n}
-	}
-	for _, tc := range []struct {
-		name    string
-		buckets []domain.Bucket
-		max     int
-		want    []Window
-	}{
-		{"no data", nil, 10, []Window{w}},
-		{"fits", []domain.Bucket{b(0, 4), b(5, 6)}, 10, []Window{w}},
-		{"reading whole asked", []domain.Bucket{b(0, 40), b(5, 60)}, -1, []Window{w}},
-		{"cut before the bucket that overflows", []domain.Bucket{b(0, 4), b(1, 4), b(2, 4), b(7, 1)}, 10,
-			[]Window{{From: t0, To: t0.Add(2 * time.Minute)}, {From: t0.Add(2 * time.Minute), To: w.To}}},
-		{"a bucket over the limit is a slice of its own", []domain.Bucket{b(0, 2), b(3, 50), b(4, 2)}, 10,
-			[]Window{{From: t0, To: t0.Add(3 * time.Minute)}, {From: t0.Add(3 * time.Minute), To: t0.Add(4 * time.Minute)},
-				{From: t0.Add(4 * time.Minute), To: w.To}}},
-		{"first bucket over the limit starts at the window", []domain.Bucket{b(0, 50), b(1, 50)}, 10,
-			[]Window{{From: t0, To: t0.Add(time.Minute)}, {From: t0.Add(time.Minute), To: w.To}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := planSlices(tc.buckets, w, tc.max)
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("planSlices = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
 
 // TestSlicedAnalysisEqualsWhole analyzes the same incidents read whole and
 // read in many slices: every finding (ids, severities, confidences, texts,

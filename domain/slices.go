@@ -78,3 +78,32 @@ type SliceResult struct {
 	// ERROR run).
 	Error string
 }
+
+// CutWindow cuts w into consecutive spans of at most max counted items
+// each, at bucket starts (buckets in time order; a single bucket holding
+// more is one span of its own). max <= 0, or everything fitting, gives w
+// whole. The analysis cuts its slices by requests per minute with it, the
+// store its minute counts by lines per minute.
+func CutWindow(buckets []Bucket, w Window, max int) []Window {
+	if max <= 0 || len(buckets) == 0 {
+		return []Window{w}
+	}
+	var total uint64
+	for _, b := range buckets {
+		total += b.N
+	}
+	if total <= uint64(max) {
+		return []Window{w}
+	}
+	var out []Window
+	from := w.From
+	var n uint64
+	for _, b := range buckets {
+		if n > 0 && n+b.N > uint64(max) && b.Start.After(from) {
+			out = append(out, Window{From: from, To: b.Start})
+			from, n = b.Start, 0
+		}
+		n += b.N
+	}
+	return append(out, Window{From: from, To: w.To})
+}
