@@ -389,7 +389,19 @@ ORDER BY node`
 FROM engine_events
 WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished') AND node = ?
 ORDER BY ts_ns, line_id, msg_index`
+	anDecodeLinesPerMinuteSQL = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM engine_events
+WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished') AND node = ?
+GROUP BY b ORDER BY b`
 )
+
+// decodeLinesPerQuery bounds the lines one of a decode node's replay
+// statements sorts. The server sorts all of them before it sends the first
+// (18.16 cannot read in key order), about 125 bytes a line: 614 MB for one
+// node's 4.9M lines at incident scale 100, so a node busy for the 13 days
+// of the seed incident (tens of millions of requests) would pass the
+// server's default 10 GB per-query limit. Time spans of at most this many
+// lines, each sorted, are the node's lines in order: ts is ts_ns's second.
+var decodeLinesPerQuery = 2_000_000
 
 // DecodeNodes lists, in order, the decode nodes with Receive or Finish
 // lines in [from, to] (whole seconds): the allocator replay's streams.
@@ -421,7 +433,8 @@ func (s *Store) DecodeNodes(ctx context.Context, from, to time.Time) ([]string, 
 // the window made the server sort every decode line before sending the
 // first row, which at 5M requests outlasted the client's read timeout
 // (18.16 cannot read in key order); a node's lines are a fraction of that
-// sort, and nodes can be read side by side.
+// sort, and nodes can be read side by side. A node of more than
+// decodeLinesPerQuery lines is read in time spans of at most that many.
 func (s *Store) ScanDecodeNodeLines(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error {
 	var (
 		ts, room, prompt, completion, line proto.ColUInt64
@@ -433,21 +446,30 @@ func (s *Store) ScanDecodeNodeLines(ctx context.Context, from, to time.Time, nod
 		{Name: "ts_ns", Data: &ts}, {Name: "prompt_tokens", Data: &prompt}, {Name: "completion_tokens", Data: &completion},
 		{Name: "finish_type", Data: &finishType}, {Name: "line_id", Data: &line}, {Name: "msg_index", Data: &msgIndex},
 	}
-	err := s.scanBlocks(ctx, anDecodeEventsSQL, []any{UnixArg(from), UnixArg(to), node}, cols, func(n int) error {
-		for i := range n {
-			// The node is the one asked for: not read, so not a string
-			// allocated per line.
-			e := domain.EngineEvent{
-				Node: node, Role: "decode", DPRank: -1, TS: time.Unix(0, int64(ts[i])).UTC(),
-				Event: event.Row(i), RID: rid.Row(i), Room: room[i], Prompt: prompt[i], Completion: completion[i],
-				FinishType: finishType.Row(i), Line: line[i], Msg: msgIndex[i],
+	spans, err := s.cutByMinute(ctx, anDecodeLinesPerMinuteSQL, from, to, decodeLinesPerQuery, node)
+	if err != nil {
+		return fmt.Errorf("decode events of %s for replay: %w", node, err)
+	}
+	for k := range spans {
+		err = s.scanBlocks(ctx, anDecodeEventsSQL, append(closedArgs(spans, k), node), cols, func(n int) error {
+			for i := range n {
+				// The node is the one asked for: not read, so not a string
+				// allocated per line.
+				e := domain.EngineEvent{
+					Node: node, Role: "decode", DPRank: -1, TS: time.Unix(0, int64(ts[i])).UTC(),
+					Event: event.Row(i), RID: rid.Row(i), Room: room[i], Prompt: prompt[i], Completion: completion[i],
+					FinishType: finishType.Row(i), Line: line[i], Msg: msgIndex[i],
+				}
+				if err := fn(&e); err != nil {
+					return errCallback{err}
+				}
 			}
-			if err := fn(&e); err != nil {
-				return errCallback{err}
-			}
+			return nil
+		})
+		if err != nil {
+			break
 		}
-		return nil
-	})
+	}
 	return callbackOr(err, "load decode events of "+node+" for replay")
 }
 

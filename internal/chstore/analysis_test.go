@@ -1,10 +1,12 @@
 package chstore_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -598,5 +600,108 @@ func TestFindingsAndListEveryColumn(t *testing.T) {
 	}
 	if caseID != "case-all" || len(rows) != 1 || !reflect.DeepEqual(rows[0], row) {
 		t.Fatalf("list row stored as case %q %+v, want case-all %+v", caseID, rows, row)
+	}
+}
+
+// A decode node read in time spans of a few lines each (the server's sort
+// bounded) comes in the order of one statement over the window: by time,
+// line and message; a line stored twice comes twice in a row, even on a
+// span's edge; the lines in the window's last second are in.
+func TestDecodeNodeLinesInSpans(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	engine := `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
+ completion_tokens, finish_type, line_id, msg_index, ingested_at)`
+	type line struct {
+		at  time.Time
+		id  uint64
+		msg uint8
+	}
+	var rows [][]any
+	var want []line
+	row := func(l line, event string) []any {
+		return []any{l.at, ns(l.at), "d0", "decode", int16(0), event, fmt.Sprint("r", l.id), l.id, uint64(10), uint64(1), "",
+			l.id, l.msg, anT0}
+	}
+	// Lines in 12 minutes, a few per minute, the last two in the window's
+	// last second, two in the first second of a minute.
+	end := anT0.Add(12 * time.Minute)
+	for i := range 40 {
+		at := anT0.Add(time.Duration(i*17+3) * time.Second).Add(time.Duration(i) * time.Millisecond)
+		want = append(want, line{at, uint64(1000 - i), 0})
+	}
+	want = append(want, line{anT0.Add(5 * time.Minute), 7, 0}, line{anT0.Add(5 * time.Minute), 7, 1},
+		line{end.Add(100 * time.Millisecond), 3, 0}, line{end.Add(900 * time.Millisecond), 2, 0})
+	for _, l := range want {
+		rows = append(rows, row(l, "received"))
+	}
+	slices.Reverse(rows)
+	batch(t, s, engine, rows[:20])
+	batch(t, s, engine, rows[20:])
+	// A line stored twice, in a part of its own, at a minute's start.
+	batch(t, s, engine, [][]any{row(line{anT0.Add(5 * time.Minute), 7, 1}, "received")})
+	slices.SortFunc(want, func(a, b line) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.id, b.id), cmp.Compare(a.msg, b.msg))
+	})
+	i := slices.IndexFunc(want, func(l line) bool { return l.id == 7 && l.msg == 1 })
+	want = slices.Insert(want, i, want[i])
+
+	for _, perQuery := range []int{1 << 30, 5, 1} {
+		t.Run(fmt.Sprint(perQuery, " lines a statement"), func(t *testing.T) {
+			defer chstore.SetLinesPerQuery("decode", perQuery)()
+			var got []line
+			if err := s.ScanDecodeNodeLines(ctx, anT0, end, "d0", func(e *domain.EngineEvent) error {
+				got = append(got, line{e.TS, e.Line, e.Msg})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(got, want, func(a, b line) bool { return a.at.Equal(b.at) && a.id == b.id && a.msg == b.msg }) {
+				t.Errorf("got %d lines %v\nwant %d %v", len(got), got, len(want), want)
+			}
+		})
+	}
+}
+
+// The prefill host votes counted in time spans of a few lines each add up
+// to one statement's: each node's distinct Receive lines naming the host,
+// a line stored twice counted once, the window's last second in.
+func TestPrefillHostVotesInSpans(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	engine := `INSERT INTO engine_events (ts, ts_ns, node, role, event, rid, bootstrap_room, bootstrap_host, line_id, ingested_at)`
+	end := anT0.Add(10 * time.Minute)
+	want := map[string]map[string]int{"10.0.0.1": {"p0": 0, "p1": 0}, "10.0.0.2": {"p1": 0}}
+	var rows [][]any
+	vote := func(at time.Time, node, host string, line uint64) {
+		rows = append(rows, []any{at, ns(at), node, "prefill", "received", "r", line, host, line, anT0})
+		want[host][node]++
+	}
+	for i := range 30 {
+		at := anT0.Add(time.Duration(i*20) * time.Second)
+		vote(at, "p0", "10.0.0.1", uint64(100+i))
+		if i%3 == 0 {
+			vote(at, "p1", "10.0.0.1", uint64(200+i))
+		}
+		vote(at.Add(time.Second), "p1", "10.0.0.2", uint64(300+i))
+	}
+	vote(end.Add(500*time.Millisecond), "p1", "10.0.0.2", 400)
+	batch(t, s, engine, rows)
+	// Line 100 again, in a part of its own; a decode line and a line with
+	// no host, which do not vote.
+	batch(t, s, engine, [][]any{rows[0],
+		{anT0, ns(anT0), "d0", "decode", "received", "r", uint64(1), "10.0.0.1", uint64(500), anT0},
+		{anT0, ns(anT0), "p0", "prefill", "received", "r", uint64(1), "", uint64(501), anT0}})
+	for _, perQuery := range []int{1 << 30, 7, 1} {
+		t.Run(fmt.Sprint(perQuery, " lines a statement"), func(t *testing.T) {
+			defer chstore.SetLinesPerQuery("votes", perQuery)()
+			got, err := s.PrefillHostVotes(ctx, anT0, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("votes %v, want %v", got, want)
+			}
+		})
 	}
 }

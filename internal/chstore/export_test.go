@@ -63,3 +63,13 @@ func OpenBlockInsert(ctx context.Context, s *Store, table string, columns []stri
 
 // BlockInserts is how many INSERTs s opened on the block path.
 func BlockInserts(s *Store) int64 { return s.blocks.inserts.Load() }
+
+// SetLinesPerQuery sets the bound of one of the statements cut into time
+// spans ("minutes", "decode" or "votes") until restore is called.
+func SetLinesPerQuery(which string, n int) (restore func()) {
+	p := map[string]*int{"minutes": &minuteLinesPerQuery, "decode": &decodeLinesPerQuery,
+		"votes": &hostVoteLinesPerQuery}[which]
+	old := *p
+	*p = n
+	return func() { *p = old }
+}
