@@ -313,7 +313,7 @@ func newLaneStream(d *Dataset, id laneID, ask *replayAsk) *laneStream {
 	sorted := needSort(b)
 	return &laneStream{id: id, npages: npages, ps: ps, end: end, ask: ask, flushAt: flushMin, coarse: true,
 		runs:      []*laneRun{newLaneRun(npages, ps, sorted, ask), newLaneRun(npages, ps, sorted, ask)},
-		compactAt: max(compactMin, 4*npages), wantRecv: map[uint64]time.Time{}}
+		compactAt: compactMin, wantRecv: map[uint64]time.Time{}}
 }
 
 // admit adds a received request to the lane (r.ri is its index).
@@ -410,7 +410,7 @@ func (ls *laneStream) compact() {
 		inflight = append(inflight, remap[ri])
 	}
 	ls.inflight, ls.head = inflight, 0
-	ls.compactAt = max(compactMin, 4*ls.npages, 2*int(n))
+	ls.compactAt = max(compactMin, 2*int(n))
 }
 
 // finished takes a request whose Finish arrived at now. A request whose

@@ -119,3 +119,53 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 	}
 	return d, lines, ask
 }
+
+// TestLaneRecordsDoNotGrowWithTheWindow: a lane keeps the records of the
+// requests its pages, queue and flights still name, compacting the rest
+// away, so ten times the window at the same traffic holds about as many.
+// (Compaction waited for four records a page of the pool until session
+// 37: at incident scale 100, 196,608 records a lane, nearly all dead.)
+func TestLaneRecordsDoNotGrowWithTheWindow(t *testing.T) {
+	defer func(f, c int) { flushMin, compactMin = f, c }(flushMin, compactMin)
+	flushMin, compactMin = 64, 256
+	peak := func(n int) int {
+		rng := rand.New(rand.NewSource(7))
+		t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+		boot := &domain.Boot{Node: "decode-0", Role: "decode", At: t0.Add(-time.Hour), PageSize: 4, MaxTotalTokens: 4096,
+			DPSize: 1, Version: "0.5.2", Mode: "decode"}
+		d := &Dataset{Window: Window{From: t0, To: t0.Add(time.Duration(n) * 2 * time.Second)}, Cfg: DefaultConfig(),
+			Boots: domain.NewBoots([]*domain.Boot{boot})}
+		var lines []*EngineEvent
+		for i := range n {
+			recv := t0.Add(time.Duration(i)*2*time.Second + time.Duration(rng.Int63n(int64(time.Second))))
+			fin := recv.Add(time.Duration(rng.Int63n(int64(40 * time.Second))))
+			prompt, completion := 8+rng.Intn(32), rng.Intn(20)
+			rid := fmt.Sprint("r", i)
+			lines = append(lines,
+				&EngineEvent{Event: "received", RID: rid, Room: uint64(1000 + i), TS: recv, Prompt: uint64(prompt)},
+				&EngineEvent{Event: "finished", RID: rid, Room: uint64(1000 + i), TS: fin, Prompt: uint64(prompt),
+					Completion: uint64(completion), FinishType: "stop"})
+		}
+		sort.SliceStable(lines, func(i, j int) bool { return lines[i].TS.Before(lines[j].TS) })
+		ask := &replayAsk{writers: map[uint64]bool{}, holders: map[uint64]bool{}, of: map[uint64]bool{}}
+		nr := newNodeReplay(d, "decode-0", map[uint64]bool{}, ask)
+		most := 0
+		for i, e := range lines {
+			e.Node, e.Role, e.Line = "decode-0", "decode", uint64(i+1)
+			if err := nr.line(e); err != nil {
+				t.Fatal(err)
+			}
+			for _, ls := range nr.lanes {
+				most = max(most, len(ls.reqs))
+			}
+		}
+		nr.finish()
+		return most
+	}
+	small, large := peak(2_000), peak(20_000)
+	if large > small+small/4 || large >= 2_000 {
+		t.Fatalf("a lane held at most %d request records over 2,000 requests and %d over 20,000: it grows with the window",
+			small, large)
+	}
+	t.Logf("a lane's records at most: %d over 2,000 requests, %d over 20,000", small, large)
+}
