@@ -385,13 +385,12 @@ const (
 	anDecodeNodesSQL = `SELECT DISTINCT node FROM engine_events
 WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished')
 ORDER BY node`
+	anDecodeEventsWhere = `
+WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished') AND node = ?`
 	anDecodeEventsSQL = `SELECT event, rid, bootstrap_room, ts_ns, prompt_tokens, completion_tokens, finish_type, line_id, msg_index
-FROM engine_events
-WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished') AND node = ?
+FROM engine_events` + anDecodeEventsWhere + `
 ORDER BY ts_ns, line_id, msg_index`
-	anDecodeLinesPerMinuteSQL = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM engine_events
-WHERE role = 'decode' AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND event IN ('received', 'finished') AND node = ?
-GROUP BY b ORDER BY b`
+	anDecodeLinesPerMinuteSQL = bucketsFrom + `engine_events` + anDecodeEventsWhere + bucketsBy
 )
 
 // decodeLinesPerQuery bounds the lines one of a decode node's replay

@@ -19,9 +19,17 @@ import (
 // requests a window-wide step needs again (victims, writers, the speed
 // fit's points), without holding the window in Go.
 
-const anRequestCountsSQL = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM gateway_responses
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
+// A count per bucket of ts: bucketCounts' statements are
+// bucketsFrom + table + "\n" + its WHERE clause + bucketsBy; the WHERE
+// takes from, to, then any more arguments.
+const (
+	bucketsFrom = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM `
+	bucketsBy   = `
 GROUP BY b ORDER BY b`
+)
+
+const anRequestCountsSQL = bucketsFrom + `gateway_responses
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)` + bucketsBy
 
 // RequestCounts returns, in time order, the number of gateway responses in
 // each step-long bucket (since the epoch, whole seconds) of [from, to].
@@ -81,12 +89,11 @@ func closedArgs(spans []domain.Window, i int) []any {
 }
 
 const (
-	anHostVotesSQL = `SELECT bootstrap_host, node, uniqExact(line_id) FROM engine_events
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND role = 'prefill' AND event = 'received' AND bootstrap_host != ''
+	anHostVotesWhere = `
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND role = 'prefill' AND event = 'received' AND bootstrap_host != ''`
+	anHostVotesSQL = `SELECT bootstrap_host, node, uniqExact(line_id) FROM engine_events` + anHostVotesWhere + `
 GROUP BY bootstrap_host, node`
-	anHostVoteLinesSQL = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM engine_events
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND role = 'prefill' AND event = 'received' AND bootstrap_host != ''
-GROUP BY b ORDER BY b`
+	anHostVoteLinesSQL = bucketsFrom + `engine_events` + anHostVotesWhere + bucketsBy
 )
 
 // hostVoteLinesPerQuery bounds the lines one vote statement counts:

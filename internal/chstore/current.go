@@ -191,15 +191,14 @@ func (s *Store) scanFindings(ctx context.Context, query string, keep func(*domai
 // ingests, a retried window) before ClickHouse merges them away must not
 // raise a node's rate and turn its idle minutes into gaps.
 const (
+	minuteCountsWhere = `
+WHERE ts >= toDateTime(?) AND ts < toDateTime(?)`
 	minuteCountsSQL = `SELECT node, toUInt32(toStartOfMinute(ts)) AS minute, min(line_id) AS first_line, uniqExact(line_id) AS lines
-FROM raw_lines
-WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
+FROM raw_lines` + minuteCountsWhere + `
 GROUP BY node, minute`
 	// The lines per minute (any node, duplicates counted) that cut the
 	// window into the statements above.
-	minuteLinesSQL = `SELECT intDiv(toUInt32(ts), ?) AS b, count() FROM raw_lines
-WHERE ts >= toDateTime(?) AND ts < toDateTime(?)
-GROUP BY b ORDER BY b`
+	minuteLinesSQL = bucketsFrom + `raw_lines` + minuteCountsWhere + bucketsBy
 )
 
 // minuteLinesPerQuery bounds the lines one minute-count statement reads.
