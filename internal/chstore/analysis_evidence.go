@@ -396,10 +396,10 @@ ORDER BY ts_ns, line_id, msg_index`
 // decodeLinesPerQuery bounds the lines one of a decode node's replay
 // statements sorts. The server sorts all of them before it sends the first
 // (18.16 cannot read in key order), about 125 bytes a line: 614 MB for one
-// node's 4.9M lines at incident scale 100, so a node busy for the 13 days
-// of the seed incident (tens of millions of requests) would pass the
-// server's default 10 GB per-query limit. Time spans of at most this many
-// lines, each sorted, are the node's lines in order: ts is ts_ns's second.
+// node's 4.9M lines at incident scale 100, so a node of 40M requests in
+// the window would pass the server's default 10 GB per-query limit. Time
+// spans of at most this many lines, each sorted, are the node's lines in
+// order: ts is ts_ns's second.
 var decodeLinesPerQuery = 2_000_000
 
 // DecodeNodes lists, in order, the decode nodes with Receive or Finish
