@@ -207,9 +207,10 @@ GROUP BY node, minute`
 // one statement took 2.0 GB of server memory at incident scale 100 (80M
 // lines) on 18.16, 3.4 times scale 20's for 4.6 times the lines: at that
 // growth a window ten times as large would take about 13 GB, past the
-// server's default 10 GB per-query limit, and the analysis would fail. The window is
-// cut at minute starts by a count of its lines per minute, so no minute is
-// split and the statements' rows together are the window's.
+// server's default 10 GB per-query limit, and the analysis would fail.
+// The window is cut at minute starts by a count of its lines per minute,
+// so no minute is split and the statements' rows together are the
+// window's.
 var minuteLinesPerQuery = 8_000_000
 
 // NodeMinutes counts each node's distinct lines per minute in [from, to),
