@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"sync"
 	"time"
@@ -40,7 +41,12 @@ func startPeakHeapProfile(path string) (stop func() error, err error) {
 
 func (p *peakHeapProfiler) run() {
 	defer p.done.Done()
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	// The live heap as the last collection marked it: the heap's objects
+	// (/memory/classes/heap/objects) count garbage not yet swept too, so
+	// under a soft memory limit they sit near the limit from the first
+	// seconds and an early sample was never passed again: the profile left
+	// was of the command's start.
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -58,6 +64,12 @@ func (p *peakHeapProfiler) run() {
 			continue
 		}
 		p.peak = live
+		// A heap profile is published when a collection's sweep ends,
+		// after the live figure moved at its mark: written now it could be
+		// a cycle old and miss the growth that set the peak. A collection
+		// of our own publishes the current one; it costs one per tenth the
+		// peak grows, on a diagnostic flag.
+		runtime.GC()
 		if err := p.write(); err != nil {
 			p.err = err
 			return
