@@ -71,11 +71,11 @@ one kept with --keep, and drops nothing.`,
 				fmt.Fprintf(w, "incident %s at scale %g: %d requests, %d records\n\n", scenario, scale, res.Requests, res.Lines)
 			}
 			tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(tw, "PHASE\tTIME\tPEAK RSS")
+			fmt.Fprintln(tw, "PHASE\tTIME\tPEAK RSS\tPEAK LIVE HEAP")
 			var total float64
 			for _, p := range res.Phases {
 				total += p.Duration.Seconds()
-				fmt.Fprintf(tw, "%s\t%.1fs\t%.0f MB\n", p.Name, p.Duration.Seconds(), float64(p.PeakRSS)/1e6)
+				fmt.Fprintf(tw, "%s\t%.1fs\t%.0f MB\t%.0f MB\n", p.Name, p.Duration.Seconds(), float64(p.PeakRSS)/1e6, float64(p.PeakLive)/1e6)
 				if p.Name == "analyze" {
 					for _, st := range res.AnalyzeSteps {
 						fmt.Fprintf(tw, "  %s\t%.1fs\t\n", st.Name, st.Duration.Seconds())

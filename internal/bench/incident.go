@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"time"
 
@@ -22,6 +23,11 @@ type Phase struct {
 	Name     string
 	Duration time.Duration
 	PeakRSS  uint64
+	// PeakLive is the highest live heap a collection marked during the
+	// phase. RSS follows the soft limit's governor (internal/memlimit: the
+	// floor, or the live heap and its headroom), so below the floor it
+	// shows the floor; the live heap shows what the phase held.
+	PeakLive uint64
 }
 
 // IncidentResult is one run of the incident benchmark: an incident of a
@@ -145,9 +151,10 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		// phase's peak is its own, not the heap the last one left.
 		debug.FreeOSMemory()
 		ResetPeakRSS()
+		live := sampleLiveHeap()
 		t0 := time.Now()
 		err := f()
-		res.Phases = append(res.Phases, Phase{Name: name, Duration: time.Since(t0), PeakRSS: PeakRSS()})
+		res.Phases = append(res.Phases, Phase{Name: name, Duration: time.Since(t0), PeakRSS: PeakRSS(), PeakLive: live()})
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -312,6 +319,36 @@ func agree(list, truth []string) Agreement {
 	}
 	a.Missed = len(truth) - a.Right
 	return a
+}
+
+// sampleLiveHeap reads the live heap every 20 ms (the figure moves only when
+// a collection ends) until the returned func is called, which returns the
+// highest value read.
+func sampleLiveHeap() (stop func() uint64) {
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	read := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	done, out := make(chan struct{}), make(chan uint64)
+	go func() {
+		peak := read()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				out <- max(peak, read())
+				return
+			case <-tick.C:
+				peak = max(peak, read())
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		return <-out
+	}
 }
 
 // ResetPeakRSS starts a new peak for PeakRSS (Linux: writing 5 to

@@ -43,8 +43,8 @@ func testIncidentBenchmark(t *testing.T, twoCommands bool, want []string) {
 		t.Fatalf("phases %+v, want %v", res.Phases, want)
 	}
 	for i, p := range res.Phases {
-		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 {
-			t.Errorf("phase %d = %+v, want %s with a time and a peak", i, p, want[i])
+		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 || p.PeakLive == 0 || p.PeakLive > p.PeakRSS {
+			t.Errorf("phase %d = %+v, want %s with a time, a peak RSS and a peak live heap within it", i, p, want[i])
 		}
 	}
 	analyzePhase := res.Phases[len(want)-2]
