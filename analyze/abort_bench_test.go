@@ -10,8 +10,9 @@ import (
 )
 
 // BenchmarkAbortCase: abort cases of 100 requests around each abort, as slices build
-// them and hold them until the window's end; held-B/cand is the heap they
-// keep per candidate once the garbage of building them is collected.
+// them; held-B/cand is the heap they would keep per candidate, held until
+// the window's end, once the garbage of building them is collected, and
+// spilled-B/cand the bytes the pass writes to its spill file instead.
 func BenchmarkAbortCase(b *testing.B) {
 	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
 	boot := &domain.Boot{MaxReqInputLen: 4090}
@@ -41,10 +42,13 @@ func BenchmarkAbortCase(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	held := make([]abortCase, 0, b.N)
-	cands := 0
+	cands, spilled := 0, 0
+	var enc []byte
 	for i := 0; i < b.N; i++ {
 		c := newAbortCase(abort, src, 1, around, links)
 		cands += len(c.cands)
+		enc = encodeAbortCase(enc[:0], &c)
+		spilled += len(enc)
 		held = append(held, c)
 	}
 	b.StopTimer()
@@ -54,6 +58,9 @@ func BenchmarkAbortCase(b *testing.B) {
 		b.Fatal("no candidates")
 	}
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(cands), "held-B/cand")
+	// What the pass keeps of them since session 38: the encoded case, on
+	// disk (abortSpill).
+	b.ReportMetric(float64(spilled)/float64(cands), "spilled-B/cand")
 	runtime.KeepAlive(held)
 	runtime.KeepAlive(around)
 }

@@ -94,6 +94,9 @@ type abortCand struct {
 
 // interned returns one copy of s per distinct value.
 func interned(strs map[string]string, s string) string {
+	if strs == nil {
+		return s
+	}
 	if c, ok := strs[s]; ok {
 		return c
 	}
@@ -159,11 +162,10 @@ func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact, strs 
 // it) and judges them at the end.
 type abortPass struct {
 	a     *AbortReuse
-	cases []abortCase
-	strs  map[string]string // the candidates' node, tenant and link strings, one copy each
+	cases abortSpill // on local disk until the conclusion (abort_spill.go)
 }
 
-func (a *AbortReuse) newPass() pass { return &abortPass{a: a, strs: map[string]string{}} }
+func (a *AbortReuse) newPass() pass { return &abortPass{a: a} }
 
 func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 	// Decode requests per node/rank in allocation order.
@@ -199,7 +201,10 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 		for last < len(l) && !l[last].Decode.TS().After(t.TS.Add(p.a.Window)) {
 			last++
 		}
-		p.cases = append(p.cases, newAbortCase(t, src, rank, l[first:last], p.strs))
+		c := newAbortCase(t, src, rank, l[first:last], nil)
+		if err := p.cases.add(&c); err != nil {
+			return nil, err
+		}
 	}
 	return nil, nil
 }
@@ -213,21 +218,20 @@ func (p *abortPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 	return all, err
 }
 
-// emit judges the cases one by one and hands out each case's findings
-// (emitter); a case is dropped once judged.
+// emit judges the cases one by one, as they are read back, and hands out
+// each case's findings (emitter).
 func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) error) error {
+	defer p.cases.close()
 	a := p.a
 	pr, err := d.Pages(ctx)
 	if err != nil {
 		return err
 	}
-	held, err := a.replayedHolders(ctx, d, pr, p.cases)
+	held, err := a.replayedHolders(ctx, d, pr, &p.cases)
 	if err != nil {
 		return err
 	}
-	for ci := range p.cases {
-		c := p.cases[ci]
-		p.cases[ci] = abortCase{}
+	return p.cases.each(func(c abortCase) error {
 		var out []Finding
 		t, src, rank := c.t, c.src, c.rank
 		order := 0
@@ -300,12 +304,8 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 		if ruled.n > 0 {
 			out = append(out, ruled.finding(t, src, rank))
 		}
-		if err := emit(out); err != nil {
-			return err
-		}
-	}
-	p.cases = nil
-	return nil
+		return emit(out)
+	})
 }
 
 // leadConfidence is the confidence of the order-th allocation after an
@@ -394,11 +394,11 @@ func jsonList(ss []string) string {
 // candidate room, the aborted rooms that held its pages before it under
 // some event order. A candidate missing from the result could not be
 // replayed.
-func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, cases []abortCase) (map[uint64][]uint64, error) {
+func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, cases *abortSpill) (map[uint64][]uint64, error) {
 	cands, aborted := map[uint64]bool{}, map[uint64]bool{}
-	for _, c := range cases {
+	err := cases.each(func(c abortCase) error {
 		if pr != nil && pr.Nodes[c.t.Node] {
-			continue
+			return nil
 		}
 		aborted[c.t.Room] = true
 		for _, v := range c.cands {
@@ -406,6 +406,10 @@ func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageRe
 				cands[v.room] = true
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return d.heldBy(ctx, cands, aborted)
 }

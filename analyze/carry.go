@@ -93,13 +93,17 @@ type abortState struct {
 }
 
 func (p *abortPass) state() (string, error) {
-	st := make([]abortState, 0, len(p.cases))
-	for _, c := range p.cases {
+	st := make([]abortState, 0, p.cases.n)
+	err := p.cases.each(func(c abortCase) error {
 		s := abortState{T: *c.t, Src: c.src.key, Rank: c.rank}
 		for _, v := range c.cands {
 			s.Cands = append(s.Cands, v.key)
 		}
 		st = append(st, s)
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
 	return marshalState(st)
 }
@@ -131,7 +135,10 @@ func (p *abortPass) absorb(ctx context.Context, wd *Dataset, state string) error
 			}
 			cands = append(cands, v)
 		}
-		p.cases = append(p.cases, newAbortCase(&t, src, s.Rank, cands, p.strs))
+		c := newAbortCase(&t, src, s.Rank, cands, nil)
+		if err := p.cases.add(&c); err != nil {
+			return err
+		}
 	}
 	return nil
 }
