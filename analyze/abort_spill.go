@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/kvtrail/kvtrail/internal/varbin"
 )
 
 // abortSpill holds abort_reuse's cases from the slices that find them to
@@ -107,195 +109,104 @@ func (s *abortSpill) close() {
 // encodeAbortCase appends c to b: varints and length-prefixed strings, in
 // the order decodeAbortCase reads them.
 func encodeAbortCase(b []byte, c *abortCase) []byte {
-	e := caseEnc{b}
-	t := c.t
-	e.i64(unixNano(t.TS))
-	e.str(t.Node)
-	e.str(t.Role)
-	e.i64(int64(t.DPRank))
-	e.str(t.Source)
-	e.str(t.Event)
-	e.str(t.RID)
-	e.u64(t.Room)
-	e.u64(t.OtherRoom)
-	e.i64(t.MetaIndex)
-	e.str(t.Reason)
-	e.str(t.Peer)
-	e.str(t.NIC)
-	e.u64(t.Line)
-	e.u64(uint64(t.Msg))
-	e.str(c.src.key)
-	e.str(c.src.gwID)
-	e.str(c.src.tenant)
-	e.u64s(c.src.lines)
-	e.i64(int64(c.rank))
-	e.u64(uint64(len(c.cands)))
-	for i := range c.cands {
-		v := &c.cands[i]
-		e.u64(v.room)
-		e.i64(v.at)
-		e.i64(v.end)
-		e.i64(v.ts)
-		e.i64(v.first)
-		e.i64(v.last)
-		e.i64(int64(v.rank))
-		if v.success {
-			e.u64(1)
-		} else {
-			e.u64(0)
+	u, i, str := binary.AppendUvarint, binary.AppendVarint, varbin.AppendString
+	u64s := func(b []byte, vs []uint64) []byte {
+		b = u(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = u(b, v)
 		}
-		e.str(v.key)
-		e.str(v.gwID)
-		e.str(v.tenant)
-		e.str(v.prefill)
-		e.str(v.decode)
-		e.str(v.links)
-		e.u64(uint64(len(v.rids)))
-		for _, r := range v.rids {
-			e.str(r)
-		}
-		e.u64s(v.lines)
+		return b
 	}
-	return e.b
+	t := c.t
+	b = i(b, unixNano(t.TS))
+	b = str(str(b, t.Node), t.Role)
+	b = i(b, int64(t.DPRank))
+	b = str(str(str(b, t.Source), t.Event), t.RID)
+	b = u(u(b, t.Room), t.OtherRoom)
+	b = i(b, t.MetaIndex)
+	b = str(str(str(b, t.Reason), t.Peer), t.NIC)
+	b = u(u(b, t.Line), uint64(t.Msg))
+	b = str(str(str(b, c.src.key), c.src.gwID), c.src.tenant)
+	b = u64s(b, c.src.lines)
+	b = i(b, int64(c.rank))
+	b = u(b, uint64(len(c.cands)))
+	for k := range c.cands {
+		v := &c.cands[k]
+		b = u(b, v.room)
+		b = i(i(i(i(i(b, v.at), v.end), v.ts), v.first), v.last)
+		b = i(b, int64(v.rank))
+		success := uint64(0)
+		if v.success {
+			success = 1
+		}
+		b = u(b, success)
+		b = str(str(str(b, v.key), v.gwID), v.tenant)
+		b = str(str(str(b, v.prefill), v.decode), v.links)
+		b = u(b, uint64(len(v.rids)))
+		for _, r := range v.rids {
+			b = str(b, r)
+		}
+		b = u64s(b, v.lines)
+	}
+	return b
 }
+
+var errSpilledCase = errors.New("abort_reuse: a spilled case does not decode")
 
 // decodeAbortCase reads what encodeAbortCase wrote. Empty lists come back
 // nil.
 func decodeAbortCase(b []byte) (abortCase, error) {
-	d := caseDec{b: b}
+	r := varbin.NewReader(b, errSpilledCase)
+	u64s := func() []uint64 {
+		n := r.Count(1)
+		if n == 0 {
+			return nil
+		}
+		vs := make([]uint64, n)
+		for i := range vs {
+			vs[i] = r.Uvarint()
+		}
+		return vs
+	}
 	t := &TransferEvent{}
-	t.TS = fromUnixNano(d.i64())
-	t.Node = d.str()
-	t.Role = d.str()
-	t.DPRank = int16(d.i64())
-	t.Source = d.str()
-	t.Event = d.str()
-	t.RID = d.str()
-	t.Room = d.u64()
-	t.OtherRoom = d.u64()
-	t.MetaIndex = d.i64()
-	t.Reason = d.str()
-	t.Peer = d.str()
-	t.NIC = d.str()
-	t.Line = d.u64()
-	t.Msg = uint8(d.u64())
+	t.TS = fromUnixNano(r.Varint())
+	t.Node, t.Role = r.Str(), r.Str()
+	t.DPRank = int16(r.Varint())
+	t.Source, t.Event, t.RID = r.Str(), r.Str(), r.Str()
+	t.Room, t.OtherRoom = r.Uvarint(), r.Uvarint()
+	t.MetaIndex = r.Varint()
+	t.Reason, t.Peer, t.NIC = r.Str(), r.Str(), r.Str()
+	t.Line, t.Msg = r.Uvarint(), uint8(r.Uvarint())
 	c := abortCase{t: t}
-	c.src.key = d.str()
-	c.src.gwID = d.str()
-	c.src.tenant = d.str()
-	c.src.lines = d.u64s()
-	c.rank = int16(d.i64())
-	if n := d.count(); n > 0 {
+	c.src.key, c.src.gwID, c.src.tenant = r.Str(), r.Str(), r.Str()
+	c.src.lines = u64s()
+	c.rank = int16(r.Varint())
+	// A candidate takes at least 16 bytes: 8 numbers, 6 strings and 2
+	// lists, a byte each when empty.
+	if n := r.Count(16); n > 0 {
 		c.cands = make([]abortCand, n)
-		for i := range c.cands {
-			v := &c.cands[i]
-			v.room = d.u64()
-			v.at = d.i64()
-			v.end = d.i64()
-			v.ts = d.i64()
-			v.first = d.i64()
-			v.last = d.i64()
-			v.rank = int16(d.i64())
-			v.success = d.u64() == 1
-			v.key = d.str()
-			v.gwID = d.str()
-			v.tenant = d.str()
-			v.prefill = d.str()
-			v.decode = d.str()
-			v.links = d.str()
-			if n := d.count(); n > 0 {
+		for k := range c.cands {
+			v := &c.cands[k]
+			v.room = r.Uvarint()
+			v.at, v.end, v.ts, v.first, v.last = r.Varint(), r.Varint(), r.Varint(), r.Varint(), r.Varint()
+			v.rank = int16(r.Varint())
+			v.success = r.Uvarint() == 1
+			v.key, v.gwID, v.tenant = r.Str(), r.Str(), r.Str()
+			v.prefill, v.decode, v.links = r.Str(), r.Str(), r.Str()
+			if n := r.Count(1); n > 0 {
 				v.rids = make([]string, n)
 				for j := range v.rids {
-					v.rids[j] = d.str()
+					v.rids[j] = r.Str()
 				}
 			}
-			v.lines = d.u64s()
+			v.lines = u64s()
 		}
 	}
-	if d.err == nil && len(d.b) > 0 {
-		d.err = errors.New("bytes left over")
+	if r.Err == nil && r.Left() > 0 {
+		return abortCase{}, fmt.Errorf("%w: %d bytes left over", errSpilledCase, r.Left())
 	}
-	if d.err != nil {
-		return abortCase{}, fmt.Errorf("abort_reuse: a spilled case does not decode: %w", d.err)
+	if r.Err != nil {
+		return abortCase{}, r.Err
 	}
 	return c, nil
-}
-
-type caseEnc struct{ b []byte }
-
-func (e *caseEnc) u64(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
-func (e *caseEnc) i64(v int64)  { e.b = binary.AppendVarint(e.b, v) }
-func (e *caseEnc) str(s string) { e.u64(uint64(len(s))); e.b = append(e.b, s...) }
-func (e *caseEnc) u64s(vs []uint64) {
-	e.u64(uint64(len(vs)))
-	for _, v := range vs {
-		e.u64(v)
-	}
-}
-
-// caseDec reads a case; its first error sticks and later reads give zeros.
-type caseDec struct {
-	b   []byte
-	err error
-}
-
-func (d *caseDec) u64() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = errors.New("truncated number")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *caseDec) i64() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = errors.New("truncated number")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a list's length, which no more than the bytes left can back
-// (each element takes at least one).
-func (d *caseDec) count() int {
-	n := d.u64()
-	if n > uint64(len(d.b)) {
-		if d.err == nil {
-			d.err = errors.New("list longer than the case")
-		}
-		return 0
-	}
-	return int(n)
-}
-
-func (d *caseDec) str() string {
-	n := d.count()
-	if d.err != nil {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
-}
-
-func (d *caseDec) u64s() []uint64 {
-	n := d.count()
-	if n == 0 {
-		return nil
-	}
-	vs := make([]uint64, n)
-	for i := range vs {
-		vs[i] = d.u64()
-	}
-	return vs
 }

@@ -25,6 +25,9 @@ func spillCases() []abortCase {
 			cands: []abortCand{cand, bare, odd}},
 		{t: &TransferEvent{}, src: abortSrc{}, rank: 0},
 		{t: &TransferEvent{Node: "decode-0", Room: 1}, src: abortSrc{key: "only"}, rank: -1, cands: []abortCand{bare}},
+		// Candidates as small as they come: the length check of the list
+		// must let them through.
+		{t: &TransferEvent{}, cands: make([]abortCand, 5)},
 	}
 }
 

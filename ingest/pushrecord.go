@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest/push"
+	"github.com/kvtrail/kvtrail/internal/varbin"
 )
 
 // A spooled push is one spool record. The current form is compact and
@@ -108,16 +109,11 @@ func encodeRecord(arrival time.Time, entries []push.Entry) []byte {
 		}
 		b = append(b, flags)
 		b = binary.AppendVarint(b, e.Ts.UnixNano())
-		b = appendString(b, e.Line)
-		b = appendString(b, e.Tenant)
+		b = varbin.AppendString(b, e.Line)
+		b = varbin.AppendString(b, e.Tenant)
 		b = appendMap(b, e.Metadata)
 	}
 	return b
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 func appendMap(b []byte, m map[string]string) []byte {
@@ -128,88 +124,24 @@ func appendMap(b []byte, m map[string]string) []byte {
 	sort.Strings(keys)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
-		b = appendString(b, k)
-		b = appendString(b, m[k])
+		b = varbin.AppendString(b, k)
+		b = varbin.AppendString(b, m[k])
 	}
 	return b
 }
 
 var errCorruptRecord = errors.New("corrupt spooled push")
 
-type recordReader struct {
-	b   []byte
-	err error
-}
-
-func (r *recordReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errCorruptRecord
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *recordReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errCorruptRecord
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *recordReader) byte1() byte {
-	if r.err != nil || len(r.b) == 0 {
-		r.err = errCorruptRecord
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *recordReader) str() string {
-	n := r.uvarint()
-	if r.err != nil || n > uint64(len(r.b)) {
-		r.err = errCorruptRecord
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
-
-// count reads a length that must fit in what is left (at least min bytes
-// per element), so a corrupt count cannot make us allocate gigabytes.
-func (r *recordReader) count(min uint64) int {
-	n := r.uvarint()
-	if r.err == nil && n > uint64(len(r.b))/min {
-		r.err = errCorruptRecord
-	}
-	if r.err != nil {
-		return 0
-	}
-	return int(n)
-}
-
-func (r *recordReader) strMap() map[string]string {
-	n := r.count(2) // a name and a value, each at least a length byte
-	if n == 0 || r.err != nil {
+// readMap reads what appendMap wrote.
+func readMap(r *varbin.Reader) map[string]string {
+	n := r.Count(2) // a name and a value, each at least a length byte
+	if n == 0 || r.Err != nil {
 		return nil
 	}
 	m := make(map[string]string, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		k := r.str()
-		m[k] = r.str()
+	for i := 0; i < n && r.Err == nil; i++ {
+		k := r.Str()
+		m[k] = r.Str()
 	}
 	return m
 }
@@ -224,41 +156,41 @@ func decodeRecord(b []byte) (pushRecord, error) {
 		rec.indexSets()
 		return rec, nil
 	}
-	r := &recordReader{b: b[len(recordMagic):]}
+	r := varbin.NewReader(b[len(recordMagic):], errCorruptRecord)
 	var rec pushRecord
-	if ns := r.varint(); ns != 0 {
+	if ns := r.Varint(); ns != 0 {
 		rec.arrival = time.Unix(0, ns).UTC()
 	}
-	sets := make([]map[string]string, r.count(1))
+	sets := make([]map[string]string, r.Count(1))
 	rec.sets = make([]string, len(sets))
 	for i := range sets {
-		sets[i] = r.strMap()
+		sets[i] = readMap(r)
 		if sets[i] == nil {
 			sets[i] = map[string]string{}
 		}
 		rec.sets[i] = labelString(sets[i])
 	}
 	// An entry is at least 6 bytes: set, flags, ts, line, tenant, metadata.
-	rec.entries = make([]push.Entry, r.count(6))
+	rec.entries = make([]push.Entry, r.Count(6))
 	rec.set = make([]int, len(rec.entries))
 	for i := range rec.entries {
 		e := &rec.entries[i]
-		j := r.uvarint()
-		if r.err == nil && j >= uint64(len(sets)) {
-			r.err = errCorruptRecord
+		j := r.Uvarint()
+		if r.Err == nil && j >= uint64(len(sets)) {
+			r.Err = errCorruptRecord
 		}
-		if r.err != nil {
+		if r.Err != nil {
 			break
 		}
 		e.Stream, rec.set[i] = sets[j], int(j)
-		e.NoTS = r.byte1()&1 != 0
-		e.Ts = time.Unix(0, r.varint()).UTC()
-		e.Line = r.str()
-		e.Tenant = r.str()
-		e.Metadata = r.strMap()
+		e.NoTS = r.Byte()&1 != 0
+		e.Ts = time.Unix(0, r.Varint()).UTC()
+		e.Line = r.Str()
+		e.Tenant = r.Str()
+		e.Metadata = readMap(r)
 	}
-	if r.err != nil {
-		return pushRecord{}, fmt.Errorf("decode spooled push: %w", r.err)
+	if r.Err != nil {
+		return pushRecord{}, fmt.Errorf("decode spooled push: %w", r.Err)
 	}
 	return rec, nil
 }

@@ -1,0 +1,94 @@
+// Package varbin writes and reads the compact binary records kvtrail keeps
+// on local disk (the push spool's records, abort_reuse's spilled cases):
+// varints and length-prefixed strings, read back with one sticky error so
+// that a damaged record is an error, never a panic or a huge allocation.
+package varbin
+
+import "encoding/binary"
+
+// AppendString appends s with its length before it.
+func AppendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// Reader reads a record. Its first error sticks: later reads return zeros,
+// and Err is what the caller reports.
+type Reader struct {
+	b       []byte
+	corrupt error
+	Err     error
+}
+
+// NewReader reads b; corrupt is the error a damaged record gives.
+func NewReader(b []byte, corrupt error) *Reader { return &Reader{b: b, corrupt: corrupt} }
+
+// Left is how many bytes are not read yet.
+func (r *Reader) Left() int { return len(r.b) }
+
+func (r *Reader) fail() { r.Err = r.corrupt }
+
+// Uvarint reads an unsigned varint.
+func (r *Reader) Uvarint() uint64 {
+	if r.Err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// Varint reads a signed varint.
+func (r *Reader) Varint() int64 {
+	if r.Err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// Byte reads one byte.
+func (r *Reader) Byte() byte {
+	if r.Err != nil || len(r.b) == 0 {
+		r.fail()
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// Str reads what AppendString wrote.
+func (r *Reader) Str() string {
+	n := r.Uvarint()
+	if r.Err != nil || n > uint64(len(r.b)) {
+		r.fail()
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// Count reads a list's length, which must fit in what is left at no less
+// than min bytes an element, so that a damaged count cannot make the
+// reader allocate gigabytes.
+func (r *Reader) Count(min uint64) int {
+	n := r.Uvarint()
+	if r.Err == nil && n > uint64(len(r.b))/min {
+		r.fail()
+	}
+	if r.Err != nil {
+		return 0
+	}
+	return int(n)
+}
