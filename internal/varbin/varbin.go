@@ -29,25 +29,16 @@ func (r *Reader) Left() int { return len(r.b) }
 func (r *Reader) fail() { r.Err = r.corrupt }
 
 // Uvarint reads an unsigned varint.
-func (r *Reader) Uvarint() uint64 {
-	if r.Err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *Reader) Uvarint() uint64 { return number(r, binary.Uvarint) }
 
 // Varint reads a signed varint.
-func (r *Reader) Varint() int64 {
+func (r *Reader) Varint() int64 { return number(r, binary.Varint) }
+
+func number[T uint64 | int64](r *Reader, read func([]byte) (T, int)) T {
 	if r.Err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := read(r.b)
 	if n <= 0 {
 		r.fail()
 		return 0
