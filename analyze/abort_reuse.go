@@ -53,8 +53,9 @@ func (a *AbortReuse) Analyze(ctx context.Context, d *Dataset) ([]Finding, error)
 // slice, judged after them, when the one allocator replay of the window
 // can say which candidates were handed the aborted room's pages. A case
 // holds what the judgement reads, not the linked requests: the cases of
-// every slice are held until the end, and at 2M requests holding their
-// requests' lines was most of what grew with the window.
+// every slice wait until the end (on local disk since session 38:
+// abortSpill), and at 2M requests holding their requests' lines was most
+// of what grew with the window.
 type abortCase struct {
 	t     *TransferEvent
 	src   abortSrc
@@ -73,11 +74,11 @@ type abortSrc struct {
 // fields Request.Finding fills). Not the drafted Finding itself: cases are
 // held until the end of the window, and at 10M requests (about 550,000
 // candidates) a Finding per candidate (about 1 KB with its details map)
-// was most of what grew. Times are Unix nanoseconds (0: none) and node,
-// tenant and link strings one copy each (abortPass.strs): with the case's
-// candidates allocated once, BenchmarkAbortCase's held heap per candidate
-// went from 495 to 288 bytes (301 with the benchmark's short requests,
-// which are no candidates, around the abort).
+// was most of what grew. Times are Unix nanoseconds (0: none). While the
+// cases were held in the heap, node, tenant and link strings were kept one
+// copy each, and BenchmarkAbortCase's held heap per candidate went from
+// 495 to 288 bytes; spilled (abortSpill) a candidate takes 234 bytes of
+// the file, and the pass interns nothing.
 type abortCand struct {
 	room            uint64
 	at, end         int64 // decode receive and end
