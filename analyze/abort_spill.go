@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 
@@ -14,8 +15,8 @@ import (
 
 // abortSpill holds abort_reuse's cases from the slices that find them to
 // the conclusion that judges them, encoded on local disk. They grow with
-// the aborts in the window (185 MiB of a 783 MiB heap at scale 100,
-// session 38: docs/cluster.md, "What the analysis holds at scale 100"),
+// the aborts in the window (185 of the 764 MiB in use at the scale-100
+// peak, session 38: docs/cluster.md, "What the analysis holds at scale 100"),
 // are written once and read in order, so a file costs the analysis
 // nothing it needs in memory. The file is unlinked as soon as it is
 // made: a crash leaves nothing behind, and closing it frees the disk.
@@ -37,8 +38,12 @@ func (s *abortSpill) add(c *abortCase) error {
 		s.open()
 	}
 	s.enc = encodeAbortCase(s.enc[:0], c)
-	var hdr [binary.MaxVarintLen64]byte
+	// length, then the case's checksum: a case read back is the case
+	// written, or an error.
+	var hdr [binary.MaxVarintLen64 + 4]byte
 	h := binary.PutUvarint(hdr[:], uint64(len(s.enc)))
+	binary.LittleEndian.PutUint32(hdr[h:], crc32.Checksum(s.enc, castagnoli))
+	h += 4
 	if _, err := s.w.Write(hdr[:h]); err != nil {
 		return fmt.Errorf("abort_reuse: spill a case: %w", err)
 	}
@@ -77,15 +82,22 @@ func (s *abortSpill) each(fn func(abortCase) error) error {
 	var buf []byte
 	for range s.n {
 		n, err := binary.ReadUvarint(br)
+		if err == nil && n > uint64(s.size) {
+			err = errSpilledCase // a damaged file: no allocation of its length
+		}
 		if err != nil {
 			return fmt.Errorf("abort_reuse: read back the spilled cases: %w", err)
 		}
-		if uint64(cap(buf)) < n {
-			buf = make([]byte, n)
+		if uint64(cap(buf)) < n+4 {
+			buf = make([]byte, n+4)
 		}
-		buf = buf[:n]
+		buf = buf[:n+4]
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return fmt.Errorf("abort_reuse: read back the spilled cases: %w", err)
+		}
+		sum := binary.LittleEndian.Uint32(buf)
+		if buf = buf[4:]; crc32.Checksum(buf, castagnoli) != sum {
+			return fmt.Errorf("abort_reuse: read back the spilled cases: %w: checksum", errSpilledCase)
 		}
 		c, err := decodeAbortCase(buf)
 		if err != nil {
@@ -97,6 +109,8 @@ func (s *abortSpill) each(fn func(abortCase) error) error {
 	}
 	return nil
 }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // close drops the cases and frees the file.
 func (s *abortSpill) close() {

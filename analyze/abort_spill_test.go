@@ -126,3 +126,47 @@ func TestAbortSpillKeepsTheCasesInOrder(t *testing.T) {
 		})
 	}
 }
+
+// A spill file damaged under the analysis (a length gone huge, a case's
+// bytes changed, the file cut short) is an error from each, not a panic,
+// an allocation of the length or a different case.
+func TestAbortSpillDamageIsAnError(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	for _, tt := range []struct {
+		name   string
+		damage []byte
+		at     int64
+	}{
+		{"length", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, 0},
+		{"case", []byte{0xff, 0xff, 0xff}, 9},
+		{"cut short", nil, -2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var s abortSpill
+			defer s.close()
+			for _, c := range spillCases() {
+				if err := s.add(&c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.each(func(abortCase) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if s.f == nil {
+				t.Fatal("no spill file")
+			}
+			var err error
+			if tt.at < 0 {
+				err = s.f.Truncate(s.size + tt.at)
+			} else {
+				_, err = s.f.WriteAt(tt.damage, tt.at)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.each(func(abortCase) error { return nil }); err == nil {
+				t.Fatal("a damaged spill read back without an error")
+			}
+		})
+	}
+}
