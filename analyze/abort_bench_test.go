@@ -36,7 +36,6 @@ func BenchmarkAbortCase(b *testing.B) {
 	}
 	src := around[0]
 	abort := &TransferEvent{Node: "decode-3", Role: "decode", DPRank: 1, Event: "decode_transfer_failed", Room: src.Room, TS: t0.Add(10 * time.Second)}
-	links := map[string]string{}
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -45,7 +44,7 @@ func BenchmarkAbortCase(b *testing.B) {
 	cands, spilled := 0, 0
 	var enc []byte
 	for i := 0; i < b.N; i++ {
-		c := newAbortCase(abort, src, 1, around, links)
+		c := newAbortCase(abort, src, 1, around)
 		cands += len(c.cands)
 		enc = encodeAbortCase(enc[:0], &c)
 		spilled += len(enc)

@@ -74,11 +74,11 @@ type abortSrc struct {
 // fields Request.Finding fills). Not the drafted Finding itself: cases are
 // held until the end of the window, and at 10M requests (about 550,000
 // candidates) a Finding per candidate (about 1 KB with its details map)
-// was most of what grew. Times are Unix nanoseconds (0: none). While the
-// cases were held in the heap, node, tenant and link strings were kept one
-// copy each, and BenchmarkAbortCase's held heap per candidate went from
-// 495 to 288 bytes; spilled (abortSpill) a candidate takes 234 bytes of
-// the file, and the pass interns nothing.
+// was most of what grew. Times are Unix nanoseconds (0: none). Since
+// session 38 the cases wait in a file (abortSpill), a candidate in 234
+// bytes of it (BenchmarkAbortCase), and only the case being judged is
+// decoded; while they were held in the heap their node, tenant and link
+// strings were interned, which the spill made needless.
 type abortCand struct {
 	room            uint64
 	at, end         int64 // decode receive and end
@@ -91,18 +91,6 @@ type abortCand struct {
 	links           string
 	rids            []string
 	lines           []uint64
-}
-
-// interned returns one copy of s per distinct value.
-func interned(strs map[string]string, s string) string {
-	if strs == nil {
-		return s
-	}
-	if c, ok := strs[s]; ok {
-		return c
-	}
-	strs[s] = s
-	return s
 }
 
 func unixNano(t time.Time) int64 {
@@ -119,11 +107,11 @@ func fromUnixNano(n int64) time.Time {
 	return time.Unix(0, n).UTC()
 }
 
-func newAbortCand(v *Fact, strs map[string]string) abortCand {
+func newAbortCand(v *Fact) abortCand {
 	fd := v.Finding() // the one definition of a request's finding fields
 	return abortCand{room: v.Room, at: unixNano(v.Decode.TS()), end: unixNano(v.Decode.End()), success: v.ClientSuccess(),
-		rank: fd.DecodeDPRank, key: fd.RequestKey, gwID: fd.GatewayRequestID, tenant: interned(strs, fd.Tenant),
-		prefill: interned(strs, fd.PrefillNode), decode: interned(strs, fd.DecodeNode), links: interned(strs, fd.Details["links"]),
+		rank: fd.DecodeDPRank, key: fd.RequestKey, gwID: fd.GatewayRequestID, tenant: fd.Tenant,
+		prefill: fd.PrefillNode, decode: fd.DecodeNode, links: fd.Details["links"],
 		ts: unixNano(fd.TS), first: unixNano(fd.FirstTS), last: unixNano(fd.LastTS), rids: fd.RIDs, lines: fd.Evidence}
 }
 
@@ -138,7 +126,7 @@ func (v *abortCand) finding() Finding {
 // requests allocated around it (lane order kept); requests that cannot
 // have received the late write (the aborted request, one of its room, one
 // that ended before the abort) are left out.
-func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact, strs map[string]string) abortCase {
+func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact) abortCase {
 	cand := func(v *Fact) bool { return v != src && v.Room != t.Room && v.Decode.End().After(t.TS) }
 	n := 0
 	for _, v := range around {
@@ -152,7 +140,7 @@ func newAbortCase(t *TransferEvent, src *Fact, rank int16, around []*Fact, strs 
 		cands: make([]abortCand, 0, n)}
 	for _, v := range around {
 		if cand(v) {
-			c.cands = append(c.cands, newAbortCand(v, strs))
+			c.cands = append(c.cands, newAbortCand(v))
 		}
 	}
 	return c
@@ -202,7 +190,7 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 		for last < len(l) && !l[last].Decode.TS().After(t.TS.Add(p.a.Window)) {
 			last++
 		}
-		c := newAbortCase(t, src, rank, l[first:last], nil)
+		c := newAbortCase(t, src, rank, l[first:last])
 		if err := p.cases.add(&c); err != nil {
 			return nil, err
 		}

@@ -135,7 +135,7 @@ func (p *abortPass) absorb(ctx context.Context, wd *Dataset, state string) error
 			}
 			cands = append(cands, v)
 		}
-		c := newAbortCase(&t, src, s.Rank, cands, nil)
+		c := newAbortCase(&t, src, s.Rank, cands)
 		if err := p.cases.add(&c); err != nil {
 			return err
 		}
