@@ -30,6 +30,7 @@ func TestSharedReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var all []Finding
 	for _, a := range All(cfg) {
 		res := r.RunAnalyzer(ctx, d, a)
 		if res.Run.Status == StatusError {
@@ -41,7 +42,8 @@ func TestSharedReplay(t *testing.T) {
 		if err := db.SaveRun(ctx, res.Run); err != nil {
 			t.Fatal(err)
 		}
-		d.noteFindings(res.Findings)
+		all = append(all, res.Findings...)
+		d.noteVictims(all)
 	}
 	// The stored findings the reconstruction reads, before it writes the
 	// replay's foreign keys back into them.

@@ -536,8 +536,8 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 		// The reconstruction's victims, known early, share the allocator
 		// replay abort_reuse runs (replay_shared.go); they are held for
 		// the reconstruction, which stores them.
-		wd.noteFindings(victims)
 		held = append(held, victims...)
+		wd.noteVictims(held)
 		if r.Lean {
 			res.Findings, res.New, found[i] = nil, nil, nil
 		}
