@@ -1,11 +1,13 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -38,12 +40,14 @@ type Reconstruction struct {
 }
 
 type victim struct {
-	key      string
-	fact     *Fact
-	tenant   string
-	room     uint64
-	conf     float64
-	findings []string
+	key    string
+	fact   *Fact
+	tenant string
+	room   uint64
+	conf   float64
+	// findings are the victim's findings by their index in the
+	// reconstruction's table of victim findings (collectVictims' ids).
+	findings []int32
 	ts       time.Time
 	nodes    []string
 	evidence []uint64
@@ -55,7 +59,7 @@ type source struct {
 	key, tenant, model, node string
 	ts                       time.Time
 	conf                     float64
-	findings                 []string
+	findings                 []int32 // as victim.findings
 	tier                     domain.Tier
 	promptTok, outputTok     int64
 	lines                    []uint64
@@ -102,7 +106,7 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding) (r
 		}
 	}()
 	// Only the victim findings: the reconstruction reads nothing else
-	// (collectVictims, replayWants, namedKeys and foreignFindings all
+	// (collectVictims, replayWants, namedKeys and withForeign all
 	// pass over the others), and the others are most of the findings: at
 	// scale 100, 487,000 abort_reuse leads of 561,000, which the server
 	// sorted in 1.3 GB to send them all when the filter ran here alone.
@@ -194,28 +198,39 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	if err != nil {
 		return nil, nil, err
 	}
-	lineage, knownLineage, writerRooms, fallback := victimLineage(d, victims, pr, est)
-	owners, err := roomOwners(ctx, d, writerRooms)
-	if err != nil {
-		return nil, nil, err
-	}
+	replayed, fallback, knownLineage, byRoom := sortVictims(victims, pr, est)
 	// Each victim is folded as soon as its sources are complete and its
 	// sources dropped, so only one victim's sources are held at a time
 	// (the fold is the same in any order: see affectedList.sorted).
-	list := affectedList{}
-	foreignOf := map[string][]foreignRef{}
+	// A victim's findings take the foreign tenants and request keys of
+	// the sources that made it a receiver as it is folded: kept per victim
+	// to the end, those were 42 MiB at scale 100.
+	list := affectedList{rows: map[string]*affectedAcc{}, findingIDs: ids}
+	var updated foreignUpdates
 	fold := func(v *victim) {
-		if fs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(fs) > 0 {
-			foreignOf[v.key] = fs
+		if refs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(refs) > 0 {
+			for _, fi := range v.findings {
+				if f, ok := withForeign(fs[victimFindings[fi]], refs); ok {
+					updated.at = append(updated.at, fi)
+					updated.fs = append(updated.fs, f)
+				}
+			}
 		}
 		v.sources = nil
 	}
-	isFallback := make(map[*victim]bool, len(fallback))
-	for _, v := range fallback {
-		isFallback[v] = true
-	}
-	for _, k := range sortedKeys(victims) {
-		if v := victims[k]; !isFallback[v] {
+	// The victims with a lineage, in batches: the owners of their writers
+	// are read a batch at a time, so what the reads hold follows a batch,
+	// not the window's victims (the owners of all of them were 48 MiB at
+	// scale 100, their page counts more).
+	for len(replayed) > 0 {
+		batch := replayed[:min(len(replayed), foldBatch)]
+		replayed = replayed[len(batch):]
+		lineage, writerRooms := batchLineage(d, batch, byRoom, pr, est)
+		owners, err := roomOwners(ctx, d, writerRooms)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, v := range batch {
 			addLineageSources(v, lineage[v.room], owners)
 			fold(v)
 		}
@@ -229,13 +244,16 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	ids = uniqSortedStr(ids)
 	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
 	rec.ID = hex.EncodeToString(h[:12])
-	return rec, foreignFindings(fs, victimFindings, foreignOf), nil
+	// In the order of fs, as the findings were read.
+	sort.Sort(updated)
+	return rec, updated.fs, nil
 }
 
 // collectVictims gathers the victims of the findings that mark victims
 // (VictimSeverity), keyed by request, with the sources the findings name
 // themselves (aborted rooms, metadata slots). It returns the victims, the
-// ids of those findings and their indexes in fs.
+// ids of those findings (the table victim.findings indexes) and their
+// indexes in fs.
 func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids []string, victimFindings []int) {
 	victims = map[string]*victim{}
 	for i, f := range fs {
@@ -243,6 +261,7 @@ func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids [
 			continue
 		}
 		ids = append(ids, f.ID)
+		fi := int32(len(ids) - 1)
 		victimFindings = append(victimFindings, i)
 		v := victims[f.RequestKey]
 		if v == nil {
@@ -251,7 +270,7 @@ func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids [
 			victims[f.RequestKey] = v
 		}
 		v.conf = max(v.conf, f.Confidence)
-		v.findings = append(v.findings, f.ID)
+		v.findings = append(v.findings, fi)
 		v.evidence = append(v.evidence, f.Evidence...)
 		v.nodes = append(v.nodes, f.PrefillNode, f.DecodeNode)
 		for _, k := range f.ForeignRequestKeys {
@@ -270,7 +289,7 @@ func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids [
 				v.sources[k] = s
 			}
 			s.conf = max(s.conf, f.Confidence)
-			s.findings = append(s.findings, f.ID)
+			s.findings = append(s.findings, fi)
 			// A room a finding names (the aborted room, the metadata
 			// slot's room) is confirmed when page events showed the read,
 			// else the writer under the finding's own reading.
@@ -293,46 +312,75 @@ type lineageEntry struct {
 	lines []uint64
 }
 
-// victimLineage takes each victim's lineage from the page events when its
-// decode node logged them (confirmed), else from the allocator replay
-// (likely and possible). It returns the lineage by victim room, the rooms
-// whose lineage is known, the writer rooms named, and the victims with
-// neither (fallback: the node window).
-func victimLineage(d *Dataset, victims map[string]*victim, pr *pageReplay, est map[uint64]*VictimReplay) (
-	lineage map[uint64][]lineageEntry, knownLineage map[uint64]bool, writerRooms []uint64, fallback []*victim) {
-	lineage = map[uint64][]lineageEntry{}
-	knownLineage = map[uint64]bool{}
-	for _, v := range victims {
-		if v.room == 0 {
+// foldBatch is how many victims with a lineage the reconstruction folds
+// at a time (a variable: tests make it small).
+var foldBatch = 4096
+
+// hasLineage reports whether a victim's pages have a lineage: from the
+// page events when its decode node logged them, else from the allocator
+// replay.
+func hasLineage(v *victim, pr *pageReplay, est map[uint64]*VictimReplay) bool {
+	return v.room != 0 && ((pr != nil && pr.Nodes[decodeNodeOf(v)]) || est[v.room] != nil)
+}
+
+// sortVictims parts the victims into those with a lineage (replayed, in
+// key order) and those without (fallback: the node window), and returns
+// the rooms whose lineage is known and the victims of each room with one
+// (a room's lineage is all its victims', which a room logged twice
+// shares).
+func sortVictims(victims map[string]*victim, pr *pageReplay, est map[uint64]*VictimReplay) (
+	replayed, fallback []*victim, knownLineage map[uint64]bool, byRoom map[uint64][]*victim) {
+	knownLineage, byRoom = map[uint64]bool{}, map[uint64][]*victim{}
+	for _, k := range sortedKeys(victims) {
+		v := victims[k]
+		if !hasLineage(v, pr, est) {
 			fallback = append(fallback, v)
 			continue
 		}
-		node := decodeNodeOf(v)
-		switch {
-		case pr != nil && pr.Nodes[node]:
-			knownLineage[v.room] = true
-			if rd := pr.Reads[v.room]; rd != nil {
-				src := map[uint64]*SourcePages{}
-				for w, n := range rd.Stale {
-					src[w] = &SourcePages{Prompt: n - rd.StaleOutput[w], Output: rd.StaleOutput[w], Lines: rd.Lines}
-				}
-				lineage[v.room] = append(lineage[v.room], lineageEntry{domain.Confirmed, src, pageSizeAt(d, node, v.ts), rd.Lines})
-			}
-		case est[v.room] != nil:
-			e := est[v.room]
-			knownLineage[v.room] = true
-			lineage[v.room] = append(lineage[v.room], lineageEntry{domain.Likely, e.Likely, e.PageSize, e.Lines},
-				lineageEntry{domain.Possible, e.Possible, e.PageSize, e.Lines})
-		default:
-			fallback = append(fallback, v)
+		replayed = append(replayed, v)
+		knownLineage[v.room] = true
+		byRoom[v.room] = append(byRoom[v.room], v)
+	}
+	return replayed, fallback, knownLineage, byRoom
+}
+
+// batchLineage is the lineage of a batch's rooms, by room, and the writer
+// rooms it names: from the page events when the victim's decode node
+// logged them (confirmed), else from the allocator replay (likely and
+// possible).
+func batchLineage(d *Dataset, batch []*victim, byRoom map[uint64][]*victim, pr *pageReplay, est map[uint64]*VictimReplay) (
+	lineage map[uint64][]lineageEntry, writerRooms []uint64) {
+	lineage = map[uint64][]lineageEntry{}
+	for _, b := range batch {
+		if _, done := lineage[b.room]; done {
+			continue
 		}
-		for _, l := range lineage[v.room] {
+		var entries []lineageEntry
+		for _, v := range byRoom[b.room] {
+			node := decodeNodeOf(v)
+			switch {
+			case pr != nil && pr.Nodes[node]:
+				if rd := pr.Reads[v.room]; rd != nil {
+					src := map[uint64]*SourcePages{}
+					for w, n := range rd.Stale {
+						src[w] = &SourcePages{Prompt: n - rd.StaleOutput[w], Output: rd.StaleOutput[w], Lines: rd.Lines}
+					}
+					entries = append(entries, lineageEntry{domain.Confirmed, src, pageSizeAt(d, node, v.ts), rd.Lines})
+				}
+			default:
+				e := est[v.room]
+				entries = append(entries, lineageEntry{domain.Likely, e.Likely, e.PageSize, e.Lines},
+					lineageEntry{domain.Possible, e.Possible, e.PageSize, e.Lines})
+			}
+		}
+		lineage[b.room] = entries
+		for _, l := range entries {
 			for w := range l.src {
 				writerRooms = append(writerRooms, w)
 			}
 		}
 	}
-	return lineage, knownLineage, writerRooms, fallback
+	return lineage, writerRooms
 }
 
 // addLineageSources adds a victim's lineage writers as sources: the
@@ -380,13 +428,54 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // affectedAcc accumulates one row of the notification list.
+//
+// Its request keys and findings grow with the victims, and were each kept
+// in a map beside the row's list to add them once: at scale 100 those
+// maps were 87 MiB of the 550 in use at the reconstruction's peak, the
+// lists 33 more. The request keys are now one list compacted (sorted,
+// duplicates dropped) as it grows, as the evidence is: the same writer
+// comes with every victim that read its pages. The findings are a bit
+// each in the reconstruction's table of victim findings, which is all a
+// row's findings can be.
 type affectedAcc struct {
-	row                             AffectedRow
-	reqs, finds, cps, models, nodes map[string]bool
-	// evidenceUniq is how much of row.Evidence was sorted and unique when
-	// it was last compacted: the same lines come with every victim a
-	// source is read by, so they are compacted as they grow.
-	evidenceUniq int
+	row                AffectedRow
+	cps, models, nodes map[string]bool
+	finds              bitSet
+	// keysUniq and evidenceUniq are how much of row.RequestKeys and
+	// row.Evidence was sorted and unique when last compacted.
+	keysUniq, evidenceUniq int
+}
+
+// bitSet is a set of small non-negative integers.
+type bitSet []uint64
+
+func (b *bitSet) add(i int32) {
+	w := int(i >> 6)
+	if w >= len(*b) {
+		*b = append(*b, make([]uint64, w+1-len(*b))...)
+	}
+	(*b)[w] |= 1 << (uint(i) & 63)
+}
+
+// each calls f with the members in increasing order.
+func (b bitSet) each(f func(int)) {
+	for w, x := range b {
+		for x != 0 {
+			f(w<<6 | bits.TrailingZeros64(x))
+			x &= x - 1
+		}
+	}
+}
+
+// compactAbove is when a list kept unique by compaction is compacted
+// again: once it has grown by half what it held unique, and by at least
+// 4096, so the sorts cost a constant per value added.
+func compactAbove(uniq int) int { return uniq + uniq/2 + 4096 }
+
+// uniqSorted sorts v and drops its duplicates, in place.
+func uniqSorted[T cmp.Ordered](v []T) []T {
+	slices.Sort(v)
+	return slices.Compact(v)
 }
 
 // has reports whether s is in set, adding it when not.
@@ -399,32 +488,36 @@ func has(set map[string]bool, s string) bool {
 }
 
 // affectedList is the notification list being folded, by role and tenant.
-type affectedList map[string]*affectedAcc
+type affectedList struct {
+	rows map[string]*affectedAcc
+	// findingIDs is the table of victim findings the rows' finds index.
+	findingIDs []string
+}
 
 // add counts one request (and its findings, tokens and evidence) on the
 // row of tenant's role; counterpart is the other side's tenant.
-func (rows affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model, node string, ts time.Time, conf float64,
-	findings []string, counterpart string, prompt, output int64, evidence, more []uint64, nodes ...string) {
+func (l affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model, node string, ts time.Time, conf float64,
+	findings []int32, counterpart string, prompt, output int64, evidence, more []uint64, nodes ...string) {
 	if tenant == "" {
 		return
 	}
 	k := string(role) + "\x00" + tenant
-	a := rows[k]
+	a := l.rows[k]
 	if a == nil {
-		a = &affectedAcc{row: AffectedRow{Tenant: tenant, Role: role}, reqs: map[string]bool{}, finds: map[string]bool{},
+		a = &affectedAcc{row: AffectedRow{Tenant: tenant, Role: role},
 			cps: map[string]bool{}, models: map[string]bool{}, nodes: map[string]bool{}}
-		rows[k] = a
+		l.rows[k] = a
 	}
 	if tier != "" && (a.row.Tier == "" || tier.Rank() < a.row.Tier.Rank()) {
 		a.row.Tier = tier
 	}
-	if !has(a.reqs, key) {
-		a.row.RequestKeys = append(a.row.RequestKeys, key)
+	a.row.RequestKeys = append(a.row.RequestKeys, key)
+	if len(a.row.RequestKeys) > compactAbove(a.keysUniq) {
+		a.row.RequestKeys = uniqSorted(a.row.RequestKeys)
+		a.keysUniq = len(a.row.RequestKeys)
 	}
 	for _, f := range findings {
-		if !has(a.finds, f) {
-			a.row.FindingIDs = append(a.row.FindingIDs, f)
-		}
+		a.finds.add(f)
 	}
 	if counterpart != "" && counterpart != tenant && !has(a.cps, counterpart) {
 		a.row.Counterparts = append(a.row.Counterparts, counterpart)
@@ -433,7 +526,7 @@ func (rows affectedList) add(role domain.Role, tier domain.Tier, tenant, key, mo
 	a.row.OutputTokens += output
 	a.row.Evidence = append(a.row.Evidence, evidence...)
 	a.row.Evidence = append(a.row.Evidence, more...)
-	if len(a.row.Evidence) > 2*a.evidenceUniq+4096 {
+	if len(a.row.Evidence) > compactAbove(a.evidenceUniq) {
 		a.row.Evidence = uniqSortedU64(a.row.Evidence)
 		a.evidenceUniq = len(a.row.Evidence)
 	}
@@ -511,21 +604,24 @@ func (rows affectedList) foldVictim(v *victim, lineageKnown bool) (foreign []for
 }
 
 // foreignRef is a source that made a victim a receiver: its tenant and
-// request key, all foreignFindings reads of it.
+// request key, all withForeign reads of it.
 type foreignRef struct{ tenant, key string }
 
 // sorted finishes the rows (counts, sorted and unique lists) in list
 // order: received first, then exposed from the most certain tier down.
-func (rows affectedList) sorted() []AffectedRow {
+func (l affectedList) sorted() []AffectedRow {
 	var out []AffectedRow
-	for _, a := range rows {
+	for _, a := range l.rows {
+		a.row.RequestKeys = uniqSorted(a.row.RequestKeys)
 		a.row.Requests = len(a.row.RequestKeys)
+		a.finds.each(func(i int) { a.row.FindingIDs = append(a.row.FindingIDs, l.findingIDs[i]) })
+		a.finds = nil
 		a.row.Models = uniqSortedStr(a.row.Models)
 		a.row.Nodes = uniqSortedStr(a.row.Nodes)
 		a.row.Counterparts = uniqSortedStr(a.row.Counterparts)
 		a.row.Evidence = uniqSortedU64(a.row.Evidence)
-		sort.Strings(a.row.RequestKeys)
-		sort.Strings(a.row.FindingIDs)
+		slices.Sort(a.row.FindingIDs)
+		a.row.FindingIDs = slices.Compact(a.row.FindingIDs)
 		a.row.Confidence = clamp01(a.row.Confidence)
 		out = append(out, a.row)
 	}
@@ -542,28 +638,37 @@ func (rows affectedList) sorted() []AffectedRow {
 	return out
 }
 
-// foreignFindings fills the victim findings' foreign tenants and request
-// keys from the reconstruction (they were empty for HIGH findings) and
-// returns those it changed.
-func foreignFindings(fs []Finding, victimFindings []int, foreignOf map[string][]foreignRef) []Finding {
-	var updated []Finding
-	for _, i := range victimFindings {
-		f := fs[i]
-		refs := foreignOf[f.RequestKey]
-		tn := make([]string, 0, len(refs)+len(f.ForeignTenants))
-		ks := make([]string, 0, len(refs)+len(f.ForeignRequestKeys))
-		for _, s := range refs {
-			tn = append(tn, s.tenant)
-			ks = append(ks, s.key)
-		}
-		tn, ks = uniqSortedStr(append(tn, f.ForeignTenants...)), uniqSortedStr(append(ks, f.ForeignRequestKeys...))
-		if slices.Equal(tn, uniqSortedStr(f.ForeignTenants)) && slices.Equal(ks, uniqSortedStr(f.ForeignRequestKeys)) {
-			continue
-		}
-		f.ForeignTenants, f.ForeignRequestKeys = tn, ks
-		updated = append(updated, f)
+// withForeign is a victim finding with the foreign tenants and request
+// keys of refs added (they were empty for HIGH findings), and whether
+// that changed it.
+func withForeign(f Finding, refs []foreignRef) (Finding, bool) {
+	tn := make([]string, 0, len(refs)+len(f.ForeignTenants))
+	ks := make([]string, 0, len(refs)+len(f.ForeignRequestKeys))
+	for _, s := range refs {
+		tn = append(tn, s.tenant)
+		ks = append(ks, s.key)
 	}
-	return updated
+	tn, ks = uniqSortedStr(append(tn, f.ForeignTenants...)), uniqSortedStr(append(ks, f.ForeignRequestKeys...))
+	if slices.Equal(tn, uniqSortedStr(f.ForeignTenants)) && slices.Equal(ks, uniqSortedStr(f.ForeignRequestKeys)) {
+		return f, false
+	}
+	f.ForeignTenants, f.ForeignRequestKeys = tn, ks
+	return f, true
+}
+
+// foreignUpdates are the victim findings withForeign changed, with their
+// index in the table of victim findings, which sorts them as they were
+// read.
+type foreignUpdates struct {
+	at []int32
+	fs []Finding
+}
+
+func (u foreignUpdates) Len() int           { return len(u.at) }
+func (u foreignUpdates) Less(i, j int) bool { return u.at[i] < u.at[j] }
+func (u foreignUpdates) Swap(i, j int) {
+	u.at[i], u.at[j] = u.at[j], u.at[i]
+	u.fs[i], u.fs[j] = u.fs[j], u.fs[i]
 }
 
 func decodeNodeOf(v *victim) string {

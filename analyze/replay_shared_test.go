@@ -94,6 +94,36 @@ func TestSharedReplay(t *testing.T) {
 		}
 	}
 
+	// Folded one victim at a time (each batch reads its own writers'
+	// owners), the list and the victim findings' foreign tenants are the
+	// same as in one batch.
+	_, whole, err := buildReconstructionFindings(ctx, d2, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { foldBatch = n }(foldBatch)
+	foldBatch = 1
+	one, oneUpdated, err := buildReconstructionFindings(ctx, d2, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victims := map[string]bool{}
+	for i := range fs {
+		if marksVictim(fs[i].Analyzer, &fs[i]) && fs[i].Room != 0 {
+			victims[fs[i].RequestKey] = true
+		}
+	}
+	if len(victims) < 2 || len(whole) == 0 {
+		t.Fatalf("%d victims with a room, %d findings given foreign tenants: too few to compare batches", len(victims), len(whole))
+	}
+	if !reflect.DeepEqual(one.Rows, alone.Rows) || one.ID != alone.ID {
+		t.Error("the list folded one victim a batch differs from the list folded in one batch")
+	}
+	if !reflect.DeepEqual(oneUpdated, whole) {
+		t.Errorf("folded one victim a batch, %d findings given foreign tenants; in one batch %d, or the same number differing",
+			len(oneUpdated), len(whole))
+	}
+
 	// Without the replay: no likely row, the window fallback instead.
 	skip := cfg
 	skip.SkipReplay = true

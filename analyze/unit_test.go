@@ -3,10 +3,14 @@ package analyze
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 func TestTheilSen(t *testing.T) {
@@ -318,6 +322,64 @@ func TestUniqSortedU64(t *testing.T) {
 		}
 		if !slices.Equal(in, tc.in) {
 			t.Errorf("uniqSortedU64 changed its input %v to %v", tc.in, in)
+		}
+	}
+}
+
+// The list's rows keep their request keys unique by compacting them as
+// they grow and their findings as bits in the table of victim findings:
+// folded from many adds with repeats (past several compactions), each row
+// holds what sets of its keys and findings hold, and its tokens count
+// every add.
+func TestAffectedListAddsKeysAndFindingsOnce(t *testing.T) {
+	ids := make([]string, 300) // past several words of the bit set
+	for i := range ids {
+		ids[i] = fmt.Sprintf("finding-%03d", (i*7919)%300) // the table is not in id order
+	}
+	l := affectedList{rows: map[string]*affectedAcc{}, findingIDs: ids}
+	type want struct {
+		keys, finds map[string]bool
+		prompt      int64
+	}
+	wants := map[string]*want{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	for n := range 60_000 {
+		tenant := []string{"acme", "hooli", "wayne"}[rng.IntN(3)]
+		key := fmt.Sprintf("req-%05d", rng.IntN(9_000))
+		if n%5000 == 0 {
+			key = "" // a key the list keeps as any other
+		}
+		var fis []int32
+		for range rng.IntN(4) {
+			fis = append(fis, int32(rng.IntN(len(ids))))
+		}
+		l.add(RoleExposed, domain.Possible, tenant, key, "m", "decode-0", t0, 0.5, fis, "other", 2, 0, nil, nil)
+		w := wants[tenant]
+		if w == nil {
+			w = &want{keys: map[string]bool{}, finds: map[string]bool{}}
+			wants[tenant] = w
+		}
+		w.keys[key] = true
+		for _, fi := range fis {
+			w.finds[ids[fi]] = true
+		}
+		w.prompt += 2
+	}
+	rows := l.sorted()
+	if len(rows) != len(wants) {
+		t.Fatalf("%d rows, want %d", len(rows), len(wants))
+	}
+	for _, r := range rows {
+		w := wants[r.Tenant]
+		if wk := slices.Sorted(maps.Keys(w.keys)); !slices.Equal(r.RequestKeys, wk) || r.Requests != len(wk) {
+			t.Errorf("%s: %d request keys (Requests %d), want the %d distinct, sorted", r.Tenant, len(r.RequestKeys), r.Requests, len(wk))
+		}
+		if wf := slices.Sorted(maps.Keys(w.finds)); !slices.Equal(r.FindingIDs, wf) {
+			t.Errorf("%s: findings %d, want the %d distinct, sorted", r.Tenant, len(r.FindingIDs), len(wf))
+		}
+		if r.PromptTokens != w.prompt {
+			t.Errorf("%s: prompt tokens %d, want %d (every add counts)", r.Tenant, r.PromptTokens, w.prompt)
 		}
 	}
 }
