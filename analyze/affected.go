@@ -209,8 +209,9 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	var updated foreignUpdates
 	fold := func(v *victim) {
 		if refs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(refs) > 0 {
+			tenants, keys := foreignOf(refs)
 			for _, fi := range v.findings {
-				if f, ok := withForeign(fs[victimFindings[fi]], refs); ok {
+				if f, ok := withForeign(fs[victimFindings[fi]], tenants, keys); ok {
 					updated.at = append(updated.at, fi)
 					updated.fs = append(updated.fs, f)
 				}
@@ -221,11 +222,14 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	// The victims with a lineage, in batches: the owners of their writers
 	// are read a batch at a time, so what the reads hold follows a batch,
 	// not the window's victims (the owners of all of them were 48 MiB at
-	// scale 100, their page counts more).
+	// scale 100, their page counts more). A batch takes victims until
+	// their writers fill one read's list: each read scans the window's
+	// saved facts, and batches of 4096 victims took 11 reads where one
+	// list of all took 5 (13 s more at scale 100).
 	for len(replayed) > 0 {
-		batch := replayed[:min(len(replayed), foldBatch)]
-		replayed = replayed[len(batch):]
-		lineage, writerRooms := batchLineage(d, batch, byRoom, pr, est)
+		lineage, writerRooms, n := batchLineage(d, replayed, byRoom, pr, est, ownersPerRead)
+		batch := replayed[:n]
+		replayed = replayed[n:]
 		owners, err := roomOwners(ctx, d, writerRooms)
 		if err != nil {
 			return nil, nil, err
@@ -312,9 +316,10 @@ type lineageEntry struct {
 	lines []uint64
 }
 
-// foldBatch is how many victims with a lineage the reconstruction folds
-// at a time (a variable: tests make it small).
-var foldBatch = 4096
+// ownersPerRead is how many writer rooms a batch of the reconstruction's
+// victims names at most, unless one victim names more (a variable: tests
+// make it small).
+var ownersPerRead = domain.IDsPerList
 
 // hasLineage reports whether a victim's pages have a lineage: from the
 // page events when its decode node logged them, else from the allocator
@@ -344,15 +349,20 @@ func sortVictims(victims map[string]*victim, pr *pageReplay, est map[uint64]*Vic
 	return replayed, fallback, knownLineage, byRoom
 }
 
-// batchLineage is the lineage of a batch's rooms, by room, and the writer
-// rooms it names: from the page events when the victim's decode node
-// logged them (confirmed), else from the allocator replay (likely and
-// possible).
-func batchLineage(d *Dataset, batch []*victim, byRoom map[uint64][]*victim, pr *pageReplay, est map[uint64]*VictimReplay) (
-	lineage map[uint64][]lineageEntry, writerRooms []uint64) {
+// batchLineage takes the next batch of victims: as many as name at most
+// maxWriters writer rooms together, and at least one. It returns their
+// lineage by room, the writer rooms it names (each once) and how many
+// victims it took. A room's lineage comes from the page events when the
+// victim's decode node logged them (confirmed), else from the allocator
+// replay (likely and possible).
+func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr *pageReplay, est map[uint64]*VictimReplay,
+	maxWriters int) (lineage map[uint64][]lineageEntry, writerRooms []uint64, n int) {
 	lineage = map[uint64][]lineageEntry{}
-	for _, b := range batch {
+	named := map[uint64]bool{}
+	for n < len(victims) {
+		b := victims[n]
 		if _, done := lineage[b.room]; done {
+			n++
 			continue
 		}
 		var entries []lineageEntry
@@ -373,14 +383,25 @@ func batchLineage(d *Dataset, batch []*victim, byRoom map[uint64][]*victim, pr *
 					lineageEntry{domain.Possible, e.Possible, e.PageSize, e.Lines})
 			}
 		}
-		lineage[b.room] = entries
+		var more []uint64
 		for _, l := range entries {
 			for w := range l.src {
-				writerRooms = append(writerRooms, w)
+				if !named[w] && !slices.Contains(more, w) {
+					more = append(more, w)
+				}
 			}
 		}
+		if n > 0 && len(writerRooms)+len(more) > maxWriters {
+			break
+		}
+		lineage[b.room] = entries
+		for _, w := range more {
+			named[w] = true
+		}
+		writerRooms = append(writerRooms, more...)
+		n++
 	}
-	return lineage, writerRooms
+	return lineage, writerRooms, n
 }
 
 // addLineageSources adds a victim's lineage writers as sources: the
@@ -638,17 +659,30 @@ func (l affectedList) sorted() []AffectedRow {
 	return out
 }
 
-// withForeign is a victim finding with the foreign tenants and request
-// keys of refs added (they were empty for HIGH findings), and whether
-// that changed it.
-func withForeign(f Finding, refs []foreignRef) (Finding, bool) {
-	tn := make([]string, 0, len(refs)+len(f.ForeignTenants))
-	ks := make([]string, 0, len(refs)+len(f.ForeignRequestKeys))
-	for _, s := range refs {
-		tn = append(tn, s.tenant)
-		ks = append(ks, s.key)
+// foreignOf is the tenants and request keys of refs, each sorted and
+// unique.
+func foreignOf(refs []foreignRef) (tenants, keys []string) {
+	tenants, keys = make([]string, len(refs)), make([]string, len(refs))
+	for i, s := range refs {
+		tenants[i], keys[i] = s.tenant, s.key
 	}
-	tn, ks = uniqSortedStr(append(tn, f.ForeignTenants...)), uniqSortedStr(append(ks, f.ForeignRequestKeys...))
+	return uniqSortedStr(tenants), uniqSortedStr(keys)
+}
+
+// withForeign is a victim finding with a victim's foreign tenants and
+// request keys (foreignOf) added, and whether that changed it. A finding
+// that named none (every HIGH finding) is given the victim's slices
+// themselves, which its other findings share: a copy each was 126 MiB at
+// the scale-100 analysis's peak, where a victim has three or four
+// findings. Nothing changes a finding's lists in place.
+func withForeign(f Finding, tenants, keys []string) (Finding, bool) {
+	tn, ks := tenants, keys
+	if len(f.ForeignTenants) > 0 {
+		tn = uniqSortedStr(append(slices.Clip(tenants), f.ForeignTenants...))
+	}
+	if len(f.ForeignRequestKeys) > 0 {
+		ks = uniqSortedStr(append(slices.Clip(keys), f.ForeignRequestKeys...))
+	}
 	if slices.Equal(tn, uniqSortedStr(f.ForeignTenants)) && slices.Equal(ks, uniqSortedStr(f.ForeignRequestKeys)) {
 		return f, false
 	}

@@ -95,14 +95,14 @@ func TestSharedReplay(t *testing.T) {
 	}
 
 	// Folded one victim at a time (each batch reads its own writers'
-	// owners), the list and the victim findings' foreign tenants are the
+	// owners: a victim names more than one writer room), the list and the victim findings' foreign tenants are the
 	// same as in one batch.
 	_, whole, err := buildReconstructionFindings(ctx, d2, fs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(n int) { foldBatch = n }(foldBatch)
-	foldBatch = 1
+	defer func(n int) { ownersPerRead = n }(ownersPerRead)
+	ownersPerRead = 1
 	one, oneUpdated, err := buildReconstructionFindings(ctx, d2, fs)
 	if err != nil {
 		t.Fatal(err)

@@ -383,3 +383,40 @@ func TestAffectedListAddsKeysAndFindingsOnce(t *testing.T) {
 		}
 	}
 }
+
+// A victim's findings take its foreign tenants and keys: those naming
+// none share the victim's slices, those naming some get their own merged
+// copy (the shared slices unchanged), and a finding that already names
+// them all is not changed.
+func TestWithForeign(t *testing.T) {
+	tenants, keys := foreignOf([]foreignRef{{"hooli", "k2"}, {"acme", "k1"}, {"hooli", "k2"}})
+	if !slices.Equal(tenants, []string{"acme", "hooli"}) || !slices.Equal(keys, []string{"k1", "k2"}) {
+		t.Fatalf("foreignOf = %v %v, want sorted and unique", tenants, keys)
+	}
+	for _, tc := range []struct {
+		name             string
+		f                Finding
+		changed, shared  bool
+		wantTen, wantKey []string
+	}{
+		{"names none", Finding{ID: "a"}, true, true, []string{"acme", "hooli"}, []string{"k1", "k2"}},
+		{"names others", Finding{ID: "b", ForeignTenants: []string{"wayne"}, ForeignRequestKeys: []string{"k0", "k2"}}, true, false,
+			[]string{"acme", "hooli", "wayne"}, []string{"k0", "k1", "k2"}},
+		{"names them all", Finding{ID: "c", ForeignTenants: []string{"hooli", "acme"}, ForeignRequestKeys: []string{"k2", "k1"}}, false, false,
+			[]string{"hooli", "acme"}, []string{"k2", "k1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, changed := withForeign(tc.f, tenants, keys)
+			if changed != tc.changed || !slices.Equal(got.ForeignTenants, tc.wantTen) || !slices.Equal(got.ForeignRequestKeys, tc.wantKey) {
+				t.Errorf("= %v %v changed %v, want %v %v changed %v", got.ForeignTenants, got.ForeignRequestKeys, changed,
+					tc.wantTen, tc.wantKey, tc.changed)
+			}
+			if shared := &got.ForeignRequestKeys[0] == &keys[0]; shared != tc.shared {
+				t.Errorf("shares the victim's keys: %v, want %v", shared, tc.shared)
+			}
+			if !slices.Equal(tenants, []string{"acme", "hooli"}) || !slices.Equal(keys, []string{"k1", "k2"}) {
+				t.Errorf("the victim's slices changed: %v %v", tenants, keys)
+			}
+		})
+	}
+}

@@ -8,6 +8,17 @@ import (
 	"github.com/go-faster/city"
 )
 
+// ListBytes bounds the literal text of one statement's list of keys or
+// ids (the store cuts a longer list into several statements), and
+// IDsPerList is how many 64-bit ids fill it (at most 20 digits and a
+// separator each). A read by list scans its table's time range whatever
+// the list's length, so a caller that reads in batches fills each batch
+// to a list.
+const (
+	ListBytes  = 4 << 20
+	IDsPerList = ListBytes / 22
+)
+
 // FactRow is one request_facts row as kvtrail saves a linked request: the
 // one mapping from a Request to its saved columns, used by the store to
 // write the row and by FactDigest to tell whether two sets of saved rows

@@ -169,7 +169,7 @@ const anListChunk = 8_000
 // longer list costs no more to parse than the same ids in short ones.
 const (
 	// anListBytes bounds the literal text of one statement's list.
-	anListBytes = 4 << 20
+	anListBytes = domain.ListBytes
 	// ListQuerySize is the max_query_size sent with such a statement (the
 	// list and the rest of it); the modern-engine replay of captured
 	// statements sets it too, as the capture holds a statement, not its
@@ -188,7 +188,7 @@ func listContext(ctx context.Context) context.Context {
 // idChunks cuts ids into lists of at most anListBytes of literal text (a
 // UInt64 is at most 20 digits, with its separator 22 bytes).
 func idChunks(ids []uint64) [][]uint64 {
-	const per = anListBytes / 22
+	const per = domain.IDsPerList
 	var out [][]uint64
 	for start := 0; start < len(ids); start += per {
 		out = append(out, ids[start:min(start+per, len(ids))])
