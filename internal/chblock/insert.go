@@ -162,44 +162,105 @@ func (c *client) sendData(rows int, input proto.Input) error {
 
 // putData appends to c.buf a data packet holding a block of rows: no
 // columns and no rows is the empty block that ends a query's external
-// tables or an INSERT's data.
+// tables or an INSERT's data. A block is encoded column by column, and
+// once c.buf holds spillAbove bytes they are written out (earlier packets
+// first, as they are in c.buf): the client holds about a block's largest
+// column, not the block. At incident scale a notification list's arrays
+// encode to about 100 MB, which the list's INSERT held whole (and, with
+// compression, a second time compressed). A failed write mid-block leaves the
+// connection unusable, and the caller closes it (Insert.abortWith); the
+// server keeps no part of a block it did not receive whole.
 func (c *client) putData(rows int, input proto.Input) error {
 	b := &c.buf
 	proto.ClientCodeData.Encode(b)
 	proto.ClientData{}.EncodeAware(b, c.version)
 	blk := proto.Block{Info: proto.BlockInfo{BucketNum: -1}, Columns: len(input), Rows: rows}
-	if !c.o.Compress {
-		b.Buf = grown(b.Buf, input)
-		if err := blk.EncodeBlock(b, c.version, input); err != nil {
-			b.Reset()
-			return fmt.Errorf("encode block: %w", err)
+	spill := func() error {
+		if len(b.Buf) < spillAbove {
+			return nil
+		}
+		if err := c.flush(); err != nil {
+			return c.fail("send block", err)
 		}
 		return nil
 	}
-	// The block is encoded apart, then cut into frames of at most
-	// maxFrame bytes; the writer and the block's buffer are kept for the
-	// next one.
+	if !c.o.Compress {
+		if err := encodeBlock(b, c.version, blk, input, spill); err != nil {
+			b.Reset()
+			return err
+		}
+		return nil
+	}
+	// The block is encoded apart and cut into frames of maxFrame bytes as
+	// it grows (the last frame shorter): the frames are those of the
+	// whole block cut at once. The writer and the block's buffer are kept
+	// for the next one.
 	if c.raw == nil {
 		c.raw = takeBuf()
-	}
-	raw := proto.Buffer{Buf: grown(c.raw[:0], input)}
-	err := blk.EncodeBlock(&raw, c.version, input)
-	c.raw = raw.Buf
-	if err != nil {
-		b.Reset()
-		return fmt.Errorf("encode block: %w", err)
 	}
 	if c.zw == nil {
 		c.zw = compress.NewWriter(compress.LevelZero, compress.LZ4)
 	}
-	for raw := c.raw; len(raw) > 0; {
-		n := min(len(raw), maxFrame)
-		if err := c.zw.Compress(raw[:n]); err != nil {
-			b.Reset()
-			return fmt.Errorf("compress block: %w", err)
+	raw := proto.Buffer{Buf: c.raw[:0]}
+	frames := func(last bool) error {
+		done := 0
+		for len(raw.Buf)-done >= maxFrame || (last && done < len(raw.Buf)) {
+			n := min(len(raw.Buf)-done, maxFrame)
+			if err := c.zw.Compress(raw.Buf[done : done+n]); err != nil {
+				return fmt.Errorf("compress block: %w", err)
+			}
+			b.Buf = append(b.Buf, c.zw.Data...)
+			done += n
 		}
-		b.Buf = append(b.Buf, c.zw.Data...)
-		raw = raw[n:]
+		raw.Buf = raw.Buf[:copy(raw.Buf, raw.Buf[done:])]
+		return spill()
+	}
+	err := encodeBlock(&raw, c.version, blk, input, func() error { return frames(false) })
+	if err == nil {
+		err = frames(true)
+	}
+	c.raw = raw.Buf
+	if err != nil {
+		b.Reset()
+		return err
+	}
+	return nil
+}
+
+// spillAbove is how many bytes of a data packet putData holds before it
+// writes them out.
+const spillAbove = 1 << 20
+
+// encodeBlock encodes blk with input's columns into buf as
+// proto.Block.EncodeBlock does, calling spill after each column, and
+// makes room for each column before encoding it (columnSize).
+func encodeBlock(buf *proto.Buffer, version int, blk proto.Block, input proto.Input, spill func() error) error {
+	if proto.FeatureBlockInfo.In(version) {
+		blk.Info.Encode(buf)
+	}
+	buf.PutInt(blk.Columns)
+	buf.PutInt(blk.Rows)
+	for _, col := range input {
+		if r := col.Data.Rows(); r != blk.Rows {
+			return fmt.Errorf("encode block: %q has %d rows, expected %d", col.Name, r, blk.Rows)
+		}
+		buf.Buf = grown(buf.Buf, proto.Input{col})
+		col.EncodeStart(buf, version)
+		if v, ok := col.Data.(proto.Preparable); ok {
+			if err := v.Prepare(); err != nil {
+				return fmt.Errorf("encode block: prepare %q: %w", col.Name, err)
+			}
+		}
+		if col.Data.Rows() == 0 {
+			continue
+		}
+		if v, ok := col.Data.(proto.StateEncoder); ok {
+			v.EncodeState(buf)
+		}
+		col.Data.EncodeColumn(buf)
+		if err := spill(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

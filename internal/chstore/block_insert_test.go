@@ -323,8 +323,10 @@ func TestChblockInsert(t *testing.T) {
 		for b := range 3 {
 			s.Reset()
 			n.Reset()
-			for i := range 70_000 { // past one compressed frame
-				s.Append(strings.Repeat("ü", i%9))
+			// Past one compressed frame, and a first column past what
+			// chblock holds of a block before it writes it out.
+			for i := range 70_000 {
+				s.Append(strings.Repeat("ü", i%40))
 				n.Append(uint64(b*70_000 + i))
 			}
 			if err := in.Write(70_000, proto.Input{{Name: "s", Data: &s}, {Name: "n", Data: &n}}); err != nil {
@@ -342,7 +344,7 @@ func TestChblockInsert(t *testing.T) {
 	// back (bufpool.go): each stored exactly its own values.
 	var wantBytes, wantSum uint64
 	for i := range 210_000 {
-		wantBytes += uint64(len(strings.Repeat("ü", i%70_000%9)))
+		wantBytes += uint64(len(strings.Repeat("ü", i%70_000%40)))
 		wantSum += uint64(i)
 	}
 	var gotBytes, gotSum uint64
