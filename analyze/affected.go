@@ -90,15 +90,17 @@ const windowBefore = 4 * time.Hour
 // replay (likely / possible), plus what findings name (aborted rooms,
 // metadata rooms).
 func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, error) {
-	return r.reconstruct(ctx, d, nil)
+	return r.reconstruct(ctx, d, nil, false)
 }
 
 // reconstruct is Reconstruct with held: findings of this run not stored
 // yet (its victims), which it stores with their foreign tenants — or,
 // when it fails first, as they are, so the runs' findings are all there.
 // Only findings of earlier runs get their foreign tenants by a mutation.
-// It may sort held in place (withHeld).
-func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding) (rec *Reconstruction, err error) {
+// It may sort held in place (withHeld). last says nothing asks d's
+// allocator replay after it (the run's conclusion): the replay's answers
+// are let go once the list is built, before it is stored.
+func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding, last bool) (rec *Reconstruction, err error) {
 	stored := false
 	defer func() {
 		if !stored && len(held) > 0 {
@@ -118,6 +120,9 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding) (r
 	rec, updated, err := buildReconstructionFindings(ctx, d, fs)
 	if err != nil {
 		return nil, err
+	}
+	if last {
+		d.dropReplayAnswers()
 	}
 	rec.Created = r.now()
 	rec.CaseID = r.CaseID

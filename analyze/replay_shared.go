@@ -157,6 +157,17 @@ func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool,
 	return out, nil
 }
 
+// dropReplayAnswers lets go of the shared replay's answers, keeping only
+// how many replays ran: a later question replays again. The Runner drops
+// them once its reconstruction has built the list, before the list is
+// stored: at scale 100 the victims' answers were 91 MiB of the 623 in use
+// while the list's INSERT was encoded.
+func (d *Dataset) dropReplayAnswers() {
+	if d.replay != nil {
+		d.replay = &sharedReplay{passes: d.replay.passes}
+	}
+}
+
 func sameSet(a, b map[uint64]bool) bool {
 	if len(a) != len(b) {
 		return false

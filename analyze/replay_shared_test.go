@@ -124,6 +124,18 @@ func TestSharedReplay(t *testing.T) {
 			len(oneUpdated), len(whole))
 	}
 
+	// Its answers dropped (as the Runner drops them once its list is
+	// built), the Dataset replays again when asked, to the same list.
+	d.dropReplayAnswers()
+	again, err := buildReconstruction(ctx, d, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.replay.passes != 2 || !reflect.DeepEqual(again.Rows, alone.Rows) {
+		t.Errorf("after the answers were dropped: %d replay passes, want 2; the same list: %v",
+			d.replay.passes, reflect.DeepEqual(again.Rows, alone.Rows))
+	}
+
 	// Without the replay: no likely row, the window fallback instead.
 	skip := cfg
 	skip.SkipReplay = true

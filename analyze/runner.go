@@ -550,7 +550,7 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	}
 	if reconstruct {
 		t0 := time.Now()
-		rec, err := r.reconstruct(ctx, wd, held)
+		rec, err := r.reconstruct(ctx, wd, held, true)
 		if err != nil {
 			return err
 		}
