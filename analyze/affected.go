@@ -495,7 +495,8 @@ func (b bitSet) each(f func(int)) {
 
 // compactAbove is when a list kept unique by compaction is compacted
 // again: once it has grown by half what it held unique, and by at least
-// 4096, so the sorts cost a constant per value added.
+// 4096, so each value added pays for a bounded share of one sort (at
+// most three values sorted for each one added).
 func compactAbove(uniq int) int { return uniq + uniq/2 + 4096 }
 
 // uniqSorted sorts v and drops its duplicates, in place.
