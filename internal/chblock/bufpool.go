@@ -62,13 +62,16 @@ func grown(b []byte, input proto.Input) []byte {
 	return slices.Grow(b, n)
 }
 
-// columnSize is about what c encodes to: exact for strings (at most 5
-// bytes of length each) and arrays of them, 8 bytes a row for the
+// columnSize is about what c encodes to: what a column that knows says
+// (EncodedSize), exact for strings (at most 5 bytes of length each) and
+// arrays of them, 8 bytes a row for the
 // fixed-width columns (an over-estimate for the narrow ones), and a guess a
 // LowCardinality column's dictionary may exceed (the buffer then grows as
 // before).
 func columnSize(c proto.ColInput) int {
 	switch c := c.(type) {
+	case interface{ EncodedSize() int }:
+		return c.EncodedSize()
 	case *proto.ColStr:
 		return len(c.Buf) + 5*len(c.Pos)
 	case *proto.ColArr[string]:

@@ -317,6 +317,14 @@ func (s *Store) insertColumns(ctx context.Context, table string, columns []strin
 	if err != nil {
 		return fmt.Errorf("prepare %s insert: %w", table, err)
 	}
+	if bw, ok := w.(*blockWriter); ok {
+		// On the block path the arrays are encoded where they are.
+		if err := bw.SendColumns(cols...); err != nil {
+			_ = bw.Abort()
+			return fmt.Errorf("insert %s: %w", table, err)
+		}
+		return nil
+	}
 	if err := w.AppendColumns(cols...); err != nil {
 		_ = w.Abort()
 		return fmt.Errorf("append to %s: %w", table, err)

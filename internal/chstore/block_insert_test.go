@@ -88,15 +88,7 @@ func insertRows(t *testing.T, s *chstore.Store, table string, rows []insRow, blo
 				}
 			}
 		} else {
-			cols := make([]any, 0, len(insCols))
-			cols = append(cols, pick(chunk, func(r insRow) string { return r.LC }), pick(chunk, func(r insRow) uint64 { return r.ID }),
-				pick(chunk, func(r insRow) string { return r.S }), pick(chunk, func(r insRow) time.Time { return r.TS }),
-				pick(chunk, func(r insRow) uint8 { return r.U8 }), pick(chunk, func(r insRow) uint16 { return r.U16 }),
-				pick(chunk, func(r insRow) uint32 { return r.U32 }), pick(chunk, func(r insRow) int16 { return r.I16 }),
-				pick(chunk, func(r insRow) int32 { return r.I32 }), pick(chunk, func(r insRow) int64 { return r.I64 }),
-				pick(chunk, func(r insRow) float64 { return r.F }), pick(chunk, func(r insRow) []string { return r.AS }),
-				pick(chunk, func(r insRow) []uint32 { return r.AU32 }), pick(chunk, func(r insRow) []uint64 { return r.AU64 }))
-			if err := w.AppendColumns(cols...); err != nil {
+			if err := w.AppendColumns(insColumns(chunk)...); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -110,6 +102,17 @@ func insertRows(t *testing.T, s *chstore.Store, table string, rows []insRow, blo
 	if err := w.Send(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// insColumns is rows as a slice per column, in insCols' order.
+func insColumns(rows []insRow) []any {
+	return []any{pick(rows, func(r insRow) string { return r.LC }), pick(rows, func(r insRow) uint64 { return r.ID }),
+		pick(rows, func(r insRow) string { return r.S }), pick(rows, func(r insRow) time.Time { return r.TS }),
+		pick(rows, func(r insRow) uint8 { return r.U8 }), pick(rows, func(r insRow) uint16 { return r.U16 }),
+		pick(rows, func(r insRow) uint32 { return r.U32 }), pick(rows, func(r insRow) int16 { return r.I16 }),
+		pick(rows, func(r insRow) int32 { return r.I32 }), pick(rows, func(r insRow) int64 { return r.I64 }),
+		pick(rows, func(r insRow) float64 { return r.F }), pick(rows, func(r insRow) []string { return r.AS }),
+		pick(rows, func(r insRow) []uint32 { return r.AU32 }), pick(rows, func(r insRow) []uint64 { return r.AU64 })}
 }
 
 func pick[T any](rows []insRow, f func(insRow) T) []T {
@@ -175,6 +178,25 @@ func TestBlockInsertEqualsDriver(t *testing.T) {
 			var def string
 			if err := blocks.QueryRow(ctx, "SELECT def FROM ins_block WHERE id = 7").Scan(&def); err != nil || def != "d-"+rows[7].S {
 				t.Fatalf("default column: %q, %v", def, err)
+			}
+
+			// The same rows in one block of column slices, the arrays
+			// encoded where they are (SendColumns), on both paths.
+			for _, st := range []*chstore.Store{blocks, driver} {
+				tbl := "ins_once_" + map[bool]string{true: "block", false: "driver"}[st == blocks]
+				if err := st.ExecDDL(ctx, "CREATE TABLE "+tbl+" "+insTable); err != nil {
+					t.Fatal(err)
+				}
+				before := chstore.BlockInserts(st)
+				if err := chstore.InsertColumns(ctx, st, tbl, insCols, insColumns(rows)...); err != nil {
+					t.Fatal(err)
+				}
+				if paths := chstore.BlockInserts(st) - before; paths != map[bool]int64{true: 1, false: 0}[st == blocks] {
+					t.Fatalf("%s: %d block inserts", tbl, paths)
+				}
+				if got := readIns(t, st, tbl); !reflect.DeepEqual(got, rows) {
+					t.Fatalf("%s: %d rows stored, not the %d rows inserted", tbl, len(got), len(rows))
+				}
 			}
 		})
 	}

@@ -73,3 +73,10 @@ func SetLinesPerQuery(which string, n int) (restore func()) {
 	*p = n
 	return func() { *p = old }
 }
+
+// InsertColumns inserts column slices into table as the analysis's saves
+// do (insertColumns: one block, the arrays encoded where they are on the
+// block path).
+func InsertColumns(ctx context.Context, s *Store, table string, columns []string, cols ...any) error {
+	return s.insertColumns(ctx, table, columns, cols...)
+}
