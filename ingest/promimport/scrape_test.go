@@ -192,7 +192,18 @@ func TestScraperRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	time.Sleep(700 * time.Millisecond)
+	// Rounds tick every 200 ms, and the hanging target's timeout is capped
+	// at the interval, so it cannot hold the good target's rounds back:
+	// wait for three of them (not a fixed time, which a loaded machine's
+	// slow rounds outlast), then cancel.
+	deadline := time.Now().Add(20 * time.Second)
+	for hooks.Node("good").Scrapes < 3 {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the good target was scraped %d times in 20 s beside a hanging one", hooks.Node("good").Scrapes)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	select {
 	case err := <-done:
@@ -203,9 +214,7 @@ func TestScraperRunStopsOnCancel(t *testing.T) {
 		t.Fatal("Run did not stop after cancel")
 	}
 	good, hang := hooks.Node("good"), hooks.Node("hang")
-	// Rounds start at 0, 200, 400, 600 ms: the hanging target's timeout is
-	// capped at the interval, so it cannot stretch a round past the next tick.
-	if good.Scrapes < 2 || good.Failures != 0 || hang.Failures != hang.Scrapes {
+	if good.Scrapes < 3 || good.Failures != 0 || hang.Failures != hang.Scrapes {
 		t.Errorf("good %+v, hang %+v", good, hang)
 	}
 	var stamps uint64
