@@ -17,9 +17,10 @@ import (
 
 // Inserts take the block path (internal/chblock) where reads do: ingest
 // and the analysis hand OpenInsert whole typed columns, which go into
-// ch-go's columns with a copy each, where the driver appended them value
-// by value through reflection (and each LowCardinality value through a map
-// of interfaces). The rows stored are the same (TestBlockInsertEqualsDriver).
+// ch-go's columns with a copy each (but for the arrays of a block sent at
+// once: SendColumns), where the driver appended them value by value
+// through reflection (and each LowCardinality value through a map of
+// interfaces). The rows stored are the same (TestBlockInsertEqualsDriver).
 //
 // An INSERT whose column types the block path does not know, or a server
 // it cannot speak to before anything was sent, goes through the driver.
