@@ -394,59 +394,48 @@ func (w *blockWriter) SendColumns(cols ...any) error {
 	return asDriverError(w.in.Close())
 }
 
-// strArrays is an Array(String) column of the caller's arrays, encoded as
-// ch-go's ColArr[string] encodes: the rows' end offsets, then each string
-// with its length.
-type strArrays [][]string
+// arrays is an Array(String) or Array(UInt64) column of the caller's
+// arrays, encoded as ch-go's ColArr encodes: the rows' end offsets, then
+// every element (put, at most size bytes each).
+type arrays[T any] struct {
+	typ  proto.ColumnType
+	v    [][]T
+	put  func(*proto.Buffer, T)
+	size func(T) int
+}
 
-func (a strArrays) Type() proto.ColumnType { return "Array(String)" }
-func (a strArrays) Rows() int              { return len(a) }
-func (a strArrays) EncodeColumn(b *proto.Buffer) {
+func strArrays(v [][]string) arrays[string] {
+	return arrays[string]{"Array(String)", v, (*proto.Buffer).PutString, func(s string) int { return 5 + len(s) }}
+}
+
+func u64Arrays(v [][]uint64) arrays[uint64] {
+	return arrays[uint64]{"Array(UInt64)", v, (*proto.Buffer).PutUInt64, func(uint64) int { return 8 }}
+}
+
+func (a arrays[T]) Type() proto.ColumnType { return a.typ }
+func (a arrays[T]) Rows() int              { return len(a.v) }
+func (a arrays[T]) EncodeColumn(b *proto.Buffer) {
 	var n uint64
-	for _, x := range a {
+	for _, x := range a.v {
 		n += uint64(len(x))
 		b.PutUInt64(n)
 	}
-	for _, x := range a {
-		for _, s := range x {
-			b.PutString(s)
+	for _, x := range a.v {
+		for _, e := range x {
+			a.put(b, e)
 		}
 	}
 }
-func (a strArrays) WriteColumn(w *proto.Writer) { w.ChainBuffer(a.EncodeColumn) }
+func (a arrays[T]) WriteColumn(w *proto.Writer) { w.ChainBuffer(a.EncodeColumn) }
 
-// EncodedSize is about what EncodeColumn appends (at most 5 bytes of
-// length a string), for chblock to make room for.
-func (a strArrays) EncodedSize() int {
-	n := 8 * len(a)
-	for _, x := range a {
-		n += strBytes(x) + 5*len(x)
-	}
-	return n
-}
-
-// u64Arrays is strArrays for Array(UInt64) (evidence line ids).
-type u64Arrays [][]uint64
-
-func (a u64Arrays) Type() proto.ColumnType { return "Array(UInt64)" }
-func (a u64Arrays) Rows() int              { return len(a) }
-func (a u64Arrays) EncodeColumn(b *proto.Buffer) {
-	var n uint64
-	for _, x := range a {
-		n += uint64(len(x))
-		b.PutUInt64(n)
-	}
-	for _, x := range a {
-		for _, v := range x {
-			b.PutUInt64(v)
+// EncodedSize is about what EncodeColumn appends, for chblock to make
+// room for.
+func (a arrays[T]) EncodedSize() int {
+	n := 8 * len(a.v)
+	for _, x := range a.v {
+		for _, e := range x {
+			n += a.size(e)
 		}
-	}
-}
-func (a u64Arrays) WriteColumn(w *proto.Writer) { w.ChainBuffer(a.EncodeColumn) }
-func (a u64Arrays) EncodedSize() int {
-	n := 8 * len(a)
-	for _, x := range a {
-		n += 8 * len(x)
 	}
 	return n
 }
