@@ -388,22 +388,22 @@ func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr
 					lineageEntry{domain.Possible, e.Possible, e.PageSize, e.Lines})
 			}
 		}
-		var more []uint64
+		more := len(writerRooms)
 		for _, l := range entries {
 			for w := range l.src {
-				if !named[w] && !slices.Contains(more, w) {
-					more = append(more, w)
+				if !named[w] {
+					named[w] = true
+					writerRooms = append(writerRooms, w)
 				}
 			}
 		}
-		if n > 0 && len(writerRooms)+len(more) > maxWriters {
+		if n > 0 && len(writerRooms) > maxWriters {
+			// The batch is full without this victim: its writers wait
+			// for the next batch.
+			writerRooms = writerRooms[:more]
 			break
 		}
 		lineage[b.room] = entries
-		for _, w := range more {
-			named[w] = true
-		}
-		writerRooms = append(writerRooms, more...)
 		n++
 	}
 	return lineage, writerRooms, n

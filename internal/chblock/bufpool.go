@@ -52,14 +52,10 @@ func (c *client) release() {
 	c.buf.Buf, c.raw = nil, nil
 }
 
-// grown returns b with room for input encoded as one block.
-func grown(b []byte, input proto.Input) []byte {
-	n := 0
-	for _, col := range input {
-		n += len(col.Name) + len(col.Data.Type()) + 16
-		n += columnSize(col.Data)
-	}
-	return slices.Grow(b, n)
+// grown returns b with room for col encoded in a block (its name, type
+// and values).
+func grown(b []byte, col proto.InputColumn) []byte {
+	return slices.Grow(b, len(col.Name)+len(col.Data.Type())+16+columnSize(col.Data))
 }
 
 // columnSize is about what c encodes to: what a column that knows says

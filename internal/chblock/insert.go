@@ -244,7 +244,7 @@ func encodeBlock(buf *proto.Buffer, version int, blk proto.Block, input proto.In
 		if r := col.Data.Rows(); r != blk.Rows {
 			return fmt.Errorf("encode block: %q has %d rows, expected %d", col.Name, r, blk.Rows)
 		}
-		buf.Buf = grown(buf.Buf, proto.Input{col})
+		buf.Buf = grown(buf.Buf, col)
 		col.EncodeStart(buf, version)
 		if v, ok := col.Data.(proto.Preparable); ok {
 			if err := v.Prepare(); err != nil {
