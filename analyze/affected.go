@@ -413,21 +413,20 @@ func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr
 // client request that owns the writer room (it may predate the window),
 // at the lineage's tier, with a confidence scaled by the writer's share of
 // the victim's stale pages.
-func addLineageSources(v *victim, lineage []lineageEntry, owners map[uint64]*source) {
+func addLineageSources(v *victim, lineage []lineageEntry, owners map[uint64]owner) {
 	for _, l := range lineage {
 		total := 0
 		for _, n := range l.src {
 			total += n.Prompt + n.Output
 		}
 		for w, n := range l.src {
-			o := owners[w]
-			if o == nil {
-				o = &source{key: "room:" + itoa(w)}
+			o, ok := owners[w]
+			if !ok {
+				o = owner{key: "room:" + itoa(w)}
 			}
 			s := v.sources[o.key]
 			if s == nil {
-				cp := *o
-				s = &cp
+				s = &source{key: o.key, tenant: o.tenant, model: o.model, node: o.node, ts: o.ts}
 				v.sources[o.key] = s
 			}
 			c := v.conf
@@ -740,21 +739,32 @@ func namedKeys(fs []Finding) []string {
 	return keys
 }
 
+// owner is the client request that owns a writer room: what a lineage
+// source needs of it.
+type owner struct {
+	key, tenant, model, node string
+	ts                       time.Time
+}
+
 // roomOwners maps writer rooms to their client requests (bulk queries;
 // writers may predate the window). A writer this run saved but does not
 // hold is named from its saved row, not linked again: a writer needs only
 // its key, tenant, model, time and decode node, and linking every writer
 // of every victim held their lines (a quarter of the heap at 2M requests).
-func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*source, error) {
-	out := map[uint64]*source{}
+// The rows are read without their lines, and an owner keeps only those
+// five: a batch names up to domain.IDsPerList writers, and their rows with
+// lines, read in full and then copied twice, were 103 MiB of the 445 in
+// use at the scale-100 reconstruction's peak.
+func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]owner, error) {
+	out := map[uint64]owner{}
 	var unheld, missing []uint64
 	for _, r := range uniqSortedU64(rooms) {
 		if f := d.ByRoom[r]; f != nil && f.Tenant != "" {
-			s := &source{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS}
+			o := owner{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS}
 			if f.Decode != nil {
-				s.node = f.Decode.Node
+				o.node = f.Decode.Node
 			}
-			out[r] = s
+			out[r] = o
 			continue
 		}
 		if r != 0 && d.ByRoom[r] == nil && !d.complete {
@@ -764,23 +774,27 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 		missing = append(missing, r)
 	}
 	if len(unheld) > 0 {
-		refs, err := d.DB.RunFactRefs(ctx, d.readVersion(), d.Window.From, d.Window.To, nil, unheld)
+		refs, err := d.DB.RoomOwnerRefs(ctx, d.readVersion(), d.Window.From, d.Window.To, unheld)
 		if err != nil {
 			return nil, fmt.Errorf("owners of writer rooms: %w", err)
 		}
-		byRoom := map[uint64]domain.FactRef{}
+		// The last ref of a room in the refs' order names it, as a map
+		// of the refs by room did; one without a tenant names nobody.
+		named := make(map[uint64]bool, len(refs))
 		for _, ref := range refs {
-			if d.Window.Contains(ref.TS) {
-				byRoom[ref.Room] = ref
+			if !d.Window.Contains(ref.TS) {
+				continue
+			}
+			named[ref.Room] = ref.Tenant != ""
+			if ref.Tenant != "" {
+				out[ref.Room] = owner{key: ref.Key, tenant: ref.Tenant, model: ref.Model, ts: ref.TS, node: ref.DecodeNode}
 			}
 		}
 		for _, r := range unheld {
-			ref, ok := byRoom[r]
-			if !ok || ref.Tenant == "" {
+			if !named[r] {
+				delete(out, r)
 				missing = append(missing, r)
-				continue
 			}
-			out[r] = &source{key: ref.Key, tenant: ref.Tenant, model: ref.Model, ts: ref.TS, node: ref.DecodeNode}
 		}
 	}
 	if len(missing) == 0 {
@@ -791,7 +805,7 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]*so
 		return nil, err
 	}
 	for _, g := range gw {
-		out[g.Room] = &source{key: g.RequestID, tenant: g.Tenant, model: g.Model, ts: g.TS}
+		out[g.Room] = owner{key: g.RequestID, tenant: g.Tenant, model: g.Model, ts: g.TS}
 	}
 	return out, nil
 }

@@ -41,11 +41,13 @@ type Evidence interface {
 	Silences(ctx context.Context, from, to time.Time, threshold time.Duration) ([]domain.Silence, error)
 	// The reads of an analysis in slices (slices.go): requests per time
 	// bucket, the prefill host votes of the node map, saved facts of this
-	// run by key, room or decode node, the lines they were linked from,
+	// run by key, room or decode node (by room without their lines, for
+	// the owners of writer rooms), the lines they were linked from,
 	// and the impossible-speed fit's points grouped by the server.
 	RequestCounts(ctx context.Context, from, to time.Time, step time.Duration) ([]domain.Bucket, error)
 	PrefillHostVotes(ctx context.Context, from, to time.Time) (map[string]map[string]int, error)
 	RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error)
+	RoomOwnerRefs(ctx context.Context, version uint64, from, to time.Time, rooms []uint64) ([]domain.FactRef, error)
 	DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error)
 	DecodeReceiveLines(ctx context.Context, from, to time.Time, node string) ([]uint64, error)
 	EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error

@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
@@ -153,6 +154,10 @@ WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_k
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
 	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
+	// anOwnerRefsByRoomSQL is anFactRefsByRoomSQL without the lines: the
+	// owners of writer rooms need none (RoomOwnerRefs).
+	anOwnerRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
 )
 
 // anListChunk bounds the values bound into one statement sent with the
@@ -236,6 +241,21 @@ func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.T
 	return sortedRefs(acc), nil
 }
 
+// RoomOwnerRefs is RunFactRefs by rooms alone, without the lines (Lines
+// nil): what names the owner of a writer room. The reconstruction reads
+// it for up to domain.IDsPerList writer rooms at once, whose lines it
+// never used (docs/cluster.md, "What the analysis holds at scale 100").
+func (s *Store) RoomOwnerRefs(ctx context.Context, version uint64, from, to time.Time, rooms []uint64) ([]domain.FactRef, error) {
+	acc := map[string]domain.FactRef{}
+	lctx := listContext(ctx)
+	for _, chunk := range idChunks(rooms) {
+		if err := s.factRefs(lctx, acc, anOwnerRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
+			return nil, err
+		}
+	}
+	return sortedRefs(acc), nil
+}
+
 // DecodeFactRefs returns the saved facts (version >= version) in [from,
 // to] decoded on node, with a tenant.
 func (s *Store) DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error) {
@@ -285,12 +305,32 @@ func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, que
 		return fmt.Errorf("read saved request facts: %w", err)
 	}
 	defer rows.Close()
+	// A read of facts names few tenants, models and nodes, each on many
+	// rows: one copy of each is kept, not one a row.
+	names := map[string]string{}
+	intern := func(p *string) {
+		if v, ok := names[*p]; ok {
+			*p = v
+		} else {
+			names[*p] = *p
+		}
+	}
+	var (
+		r    domain.FactRef
+		ns   uint64
+		dest = []any{&r.Key, &r.Room, &ns, &r.Lines, &r.Version, &r.Tenant, &r.Model, &r.DecodeNode, &r.DecodeDPRank}
+	)
+	if query == anOwnerRefsByRoomSQL {
+		dest = slices.Delete(dest, 3, 4) // no lines
+	}
 	for rows.Next() {
-		var r domain.FactRef
-		var ns uint64
-		if err := rows.Scan(&r.Key, &r.Room, &ns, &r.Lines, &r.Version, &r.Tenant, &r.Model, &r.DecodeNode, &r.DecodeDPRank); err != nil {
+		r = domain.FactRef{}
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("scan saved request fact: %w", err)
 		}
+		intern(&r.Tenant)
+		intern(&r.Model)
+		intern(&r.DecodeNode)
 		r.TS = time.Unix(0, int64(ns)).UTC()
 		if old, ok := acc[r.Key]; !ok || r.Version > old.Version {
 			acc[r.Key] = r

@@ -528,6 +528,27 @@ func TestReadsByLongLists(t *testing.T) {
 			t.Fatalf("ref %s version %d, want %d (the newest)", r.Key, r.Version, want)
 		}
 	}
+	// By room without the lines: the refs above that were asked for by
+	// room, the same but for their lines.
+	byRoom := map[uint64]domain.FactRef{}
+	for _, r := range refs {
+		if slices.Contains(rooms, r.Room) {
+			r.Lines = nil
+			byRoom[r.Room] = r
+		}
+	}
+	owners, err := s.RoomOwnerRefs(ctx, 1, anT0, anT0.Add(time.Minute), rooms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owners) != len(rooms) || len(byRoom) != len(rooms) {
+		t.Fatalf("%d owner refs of %d rooms (%d by RunFactRefs)", len(owners), len(rooms), len(byRoom))
+	}
+	for _, o := range owners {
+		if want := byRoom[o.Room]; !reflect.DeepEqual(o, want) {
+			t.Fatalf("owner ref %+v, want %+v", o, want)
+		}
+	}
 
 	batch(t, s, `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
  completion_tokens, finish_type, line_id, ingested_at)`, engine)
