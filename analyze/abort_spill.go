@@ -1,123 +1,49 @@
 package analyze
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
-	"os"
 
 	"github.com/kvtrail/kvtrail/internal/varbin"
 )
 
 // abortSpill holds abort_reuse's cases from the slices that find them to
-// the conclusion that judges them, encoded on local disk. They grow with
-// the aborts in the window (185 of the 764 MiB in use at the scale-100
-// peak, session 38: docs/cluster.md, "What the analysis holds at scale 100"),
-// are written once and read in order, so a file costs the analysis
-// nothing it needs in memory. The file is unlinked as soon as it is
-// made: a crash leaves nothing behind, and closing it frees the disk.
-// Where no temporary file can be made (a read-only TMPDIR) the encoded
-// cases stay in memory: 234 bytes a candidate in BenchmarkAbortCase,
-// against 318 decoded.
+// the conclusion that judges them, encoded on local disk (recordSpill).
+// They grow with the aborts in the window (185 of the 764 MiB in use at
+// the scale-100 peak, session 38: docs/cluster.md, "What the analysis
+// holds at scale 100"), are written once and read in order, so a file
+// costs the analysis nothing it needs in memory. In memory, where no
+// temporary file can be made, a candidate takes 234 bytes encoded in
+// BenchmarkAbortCase, against 318 decoded.
 type abortSpill struct {
-	f    *os.File // nil: the cases are in mem
-	mem  bytes.Buffer
-	w    *bufio.Writer
-	size int64 // bytes written
-	n    int   // cases written
-	enc  []byte
+	recordSpill
+	enc []byte
 }
 
 // add appends c.
 func (s *abortSpill) add(c *abortCase) error {
-	if s.w == nil {
-		s.open()
-	}
+	s.name = "abort_reuse cases"
 	s.enc = encodeAbortCase(s.enc[:0], c)
-	// length, then the case's checksum: a case read back is the case
-	// written, or an error.
-	var hdr [binary.MaxVarintLen64 + 4]byte
-	h := binary.PutUvarint(hdr[:], uint64(len(s.enc)))
-	binary.LittleEndian.PutUint32(hdr[h:], crc32.Checksum(s.enc, castagnoli))
-	h += 4
-	if _, err := s.w.Write(hdr[:h]); err != nil {
-		return fmt.Errorf("abort_reuse: spill a case: %w", err)
-	}
-	if _, err := s.w.Write(s.enc); err != nil {
-		return fmt.Errorf("abort_reuse: spill a case: %w", err)
-	}
-	s.size += int64(h + len(s.enc))
-	s.n++
-	return nil
-}
-
-func (s *abortSpill) open() {
-	s.w = bufio.NewWriterSize(&s.mem, 64<<10)
-	f, err := os.CreateTemp("", "kvtrail-abort-cases-")
-	if err != nil {
-		return // in memory
-	}
-	_ = os.Remove(f.Name())
-	s.f, s.w = f, bufio.NewWriterSize(f, 64<<10)
+	return s.recordSpill.add(s.enc)
 }
 
 // each decodes the cases in the order they were added; more may be added
 // after it.
 func (s *abortSpill) each(fn func(abortCase) error) error {
-	if s.n == 0 {
-		return nil
-	}
-	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("abort_reuse: spill the cases: %w", err)
-	}
-	var r io.Reader = bytes.NewReader(s.mem.Bytes())
-	if s.f != nil {
-		r = io.NewSectionReader(s.f, 0, s.size)
-	}
-	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
-	for range s.n {
-		n, err := binary.ReadUvarint(br)
-		if err == nil && n > uint64(s.size) {
-			err = errSpilledCase // a damaged file: no allocation of its length
-		}
-		if err != nil {
-			return fmt.Errorf("abort_reuse: read back the spilled cases: %w", err)
-		}
-		if uint64(cap(buf)) < n+4 {
-			buf = make([]byte, n+4)
-		}
-		buf = buf[:n+4]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return fmt.Errorf("abort_reuse: read back the spilled cases: %w", err)
-		}
-		sum := binary.LittleEndian.Uint32(buf)
-		if buf = buf[4:]; crc32.Checksum(buf, castagnoli) != sum {
-			return fmt.Errorf("abort_reuse: read back the spilled cases: %w: checksum", errSpilledCase)
-		}
-		c, err := decodeAbortCase(buf)
+	return s.recordSpill.each(func(b []byte) error {
+		c, err := decodeAbortCase(b)
 		if err != nil {
 			return err
 		}
-		if err := fn(c); err != nil {
-			return err
-		}
-	}
-	return nil
+		return fn(c)
+	})
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // close drops the cases and frees the file.
 func (s *abortSpill) close() {
-	if s.f != nil {
-		_ = s.f.Close()
-	}
-	*s = abortSpill{}
+	s.recordSpill.close()
+	s.enc = nil
 }
 
 // encodeAbortCase appends c to b: varints and length-prefixed strings, in

@@ -35,7 +35,10 @@ type Reconstruction struct {
 	Created time.Time
 	Rows    []AffectedRow
 	// UpdatedFindings are the victim findings with ForeignTenants and
-	// ForeignRequestKeys filled from this reconstruction.
+	// ForeignRequestKeys filled from this reconstruction. Those of the
+	// run that built it are as the reconstruction read them, without
+	// their title, explanation, RIDs and details (heldFindings); the
+	// stored copies have them.
 	UpdatedFindings []Finding
 }
 
@@ -97,14 +100,17 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 // yet (its victims), which it stores with their foreign tenants — or,
 // when it fails first, as they are, so the runs' findings are all there.
 // Only findings of earlier runs get their foreign tenants by a mutation.
-// It may sort held in place (withHeld). last says nothing asks d's
+// It may reorder held's findings (withHeld). last says nothing asks d's
 // allocator replay after it (the run's conclusion): the replay's answers
 // are let go once the list is built, before it is stored.
-func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding, last bool) (rec *Reconstruction, err error) {
+func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings, last bool) (rec *Reconstruction, err error) {
+	if held == nil {
+		held = &heldFindings{}
+	}
 	stored := false
 	defer func() {
-		if !stored && len(held) > 0 {
-			err = errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
+		if !stored {
+			err = errors.Join(err, r.saveHeld(ctx, held))
 		}
 	}()
 	// Only the victim findings: the reconstruction reads nothing else
@@ -116,7 +122,7 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding, la
 	if err != nil {
 		return nil, err
 	}
-	fs = withHeld(fs, held)
+	fs = withHeld(fs, held.fs)
 	rec, updated, err := buildReconstructionFindings(ctx, d, fs)
 	if err != nil {
 		return nil, err
@@ -130,26 +136,33 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held []Finding, la
 		return nil, err
 	}
 	rec.UpdatedFindings = updated
-	idx := make(map[string]int, len(held))
-	for i, f := range held {
+	idx := make(map[string]int, len(held.fs))
+	for i, f := range held.fs {
 		idx[f.ID] = i
 	}
 	var earlier []Finding
 	for _, u := range updated {
 		if i, ok := idx[u.ID]; ok {
-			held[i].ForeignTenants, held[i].ForeignRequestKeys = u.ForeignTenants, u.ForeignRequestKeys
+			held.fs[i].ForeignTenants, held.fs[i].ForeignRequestKeys = u.ForeignTenants, u.ForeignRequestKeys
 		} else {
 			earlier = append(earlier, u)
 		}
 	}
 	stored = true
-	if err := r.DB.SaveFindings(ctx, held, r.now()); err != nil {
+	if err := r.saveHeld(ctx, held); err != nil {
 		return nil, err
 	}
 	if err := r.DB.SaveFindingForeign(ctx, earlier); err != nil {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// saveHeld stores the held findings whole, as they read now, in inserts
+// of streamBatch, all with one creation time.
+func (r *Runner) saveHeld(ctx context.Context, held *heldFindings) error {
+	now := r.now()
+	return held.each(streamBatch, func(fs []Finding) error { return r.DB.SaveFindings(ctx, fs, now) })
 }
 
 // withHeld is the current findings as they will read once held is stored:

@@ -526,18 +526,21 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	// first and updating them after took one ALTER ... UPDATE mutation per
 	// 96 KiB of victims, each rewriting the findings table (at 2M requests
 	// 243 of them, still running after five minutes).
-	var held []Finding
+	var held heldFindings
+	defer held.close()
 	for i, a := range sel {
 		hold := func(f *Finding) bool { return reconstruct && marksVictim(a.Name(), f) }
 		res, victims, err := r.concludeRun(ctx, wd, a, emitterOf(passes[i]), found[i], failed[i], took[i], started, hold)
-		if err != nil {
-			return errors.Join(err, r.DB.SaveFindings(ctx, held, r.now()))
+		if err == nil {
+			// The reconstruction's victims, known early, share the
+			// allocator replay abort_reuse runs (replay_shared.go); they
+			// are held for the reconstruction, which stores them.
+			err = held.add(victims)
 		}
-		// The reconstruction's victims, known early, share the allocator
-		// replay abort_reuse runs (replay_shared.go); they are held for
-		// the reconstruction, which stores them.
-		held = append(held, victims...)
-		wd.noteVictims(held)
+		if err != nil {
+			return errors.Join(err, r.saveHeld(ctx, &held))
+		}
+		wd.noteVictims(held.fs)
 		if r.Lean {
 			res.Findings, res.New, found[i] = nil, nil, nil
 		}
@@ -550,7 +553,7 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	}
 	if reconstruct {
 		t0 := time.Now()
-		rec, err := r.reconstruct(ctx, wd, held, true)
+		rec, err := r.reconstruct(ctx, wd, &held, true)
 		if err != nil {
 			return err
 		}

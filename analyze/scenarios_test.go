@@ -58,6 +58,7 @@ func TestIncident2026(t *testing.T) {
 			}
 			checkExposure(t, a, tr)
 			checkFindingForeign(t, db, tr, tc.pages)
+			checkStoredWhole(t, db, a.report)
 			t.Logf("affected %d, HIGH %d, received %d/%d, exposed %d (truth %d)", len(aff), len(a.high),
 				len(a.received), len(tr.ReceivedForeignData), len(a.exposed), len(tr.PossiblyExposed))
 		})
@@ -383,4 +384,66 @@ func noPendingMutations(t *testing.T, db *chstore.Store) {
 	if n != 0 {
 		t.Fatalf("%d findings mutations still pending after the analysis returned", n)
 	}
+}
+
+// checkStoredWhole compares each finding of rep's runs with its stored
+// copy: the victim findings wait for the reconstruction without their
+// text, RIDs and details (heldFindings), and must be stored with them.
+// Only the foreign lists, which the reconstruction fills in, may differ.
+func checkStoredWhole(t *testing.T, db *chstore.Store, rep *Report) {
+	t.Helper()
+	fs, err := db.LatestFindings(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]Finding{}
+	for _, f := range fs {
+		stored[f.ID] = f
+	}
+	checked, victims := 0, 0
+	for _, x := range rep.Runs {
+		for _, f := range x.Findings {
+			got, ok := stored[f.ID]
+			if !ok {
+				t.Errorf("finding %s (%s) of the report is not stored", f.ID, f.Analyzer)
+				continue
+			}
+			checked++
+			if marksVictim(f.Analyzer, &f) {
+				victims++
+			}
+			got.ForeignTenants, got.ForeignRequestKeys = f.ForeignTenants, f.ForeignRequestKeys
+			f.Subject = "" // not stored
+			if !reflect.DeepEqual(normalFinding(got), normalFinding(f)) {
+				t.Errorf("finding %s (%s) stored as\n%+v\nwant\n%+v", f.ID, f.Analyzer, got, f)
+				return
+			}
+		}
+	}
+	if victims == 0 {
+		t.Error("no victim finding among those compared")
+	}
+	t.Logf("%d findings stored whole, %d of them victims held for the reconstruction", checked, victims)
+}
+
+// normalFinding is f as a stored copy reads: empty lists and details
+// nil, times in UTC at the column's precision.
+func normalFinding(f Finding) Finding {
+	if len(f.RIDs) == 0 {
+		f.RIDs = nil
+	}
+	if len(f.Evidence) == 0 {
+		f.Evidence = nil
+	}
+	if len(f.Details) == 0 {
+		f.Details = nil
+	}
+	if len(f.ForeignTenants) == 0 {
+		f.ForeignTenants = nil
+	}
+	if len(f.ForeignRequestKeys) == 0 {
+		f.ForeignRequestKeys = nil
+	}
+	f.TS, f.FirstTS, f.LastTS = f.TS.UTC().Truncate(time.Second), f.FirstTS.UTC().Truncate(time.Second), f.LastTS.UTC().Truncate(time.Second)
+	return f
 }
