@@ -34,12 +34,6 @@ type Reconstruction struct {
 	CaseID  string
 	Created time.Time
 	Rows    []AffectedRow
-	// UpdatedFindings are the victim findings with ForeignTenants and
-	// ForeignRequestKeys filled from this reconstruction. Those of the
-	// run that built it are as the reconstruction read them, without
-	// their title, explanation, RIDs and details (heldFindings); the
-	// stored copies have them.
-	UpdatedFindings []Finding
 }
 
 type victim struct {
@@ -87,8 +81,7 @@ const windowBefore = 4 * time.Hour
 
 // Reconstruct folds the latest findings into the per-tenant list and
 // stores it; the victim findings' foreign tenants and request keys are
-// filled from it (rec.UpdatedFindings) and written back to the findings
-// table. Sources (whose KV a victim read) come from page-level events
+// filled from it and written back to the findings table. Sources (whose KV a victim read) come from page-level events
 // when the decode node logged them (confirmed), else from the allocator
 // replay (likely / possible), plus what findings name (aborted rooms,
 // metadata rooms).
@@ -135,17 +128,19 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 	if err := r.DB.SaveAffected(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
 		return nil, err
 	}
-	rec.UpdatedFindings = updated
 	idx := make(map[string]int, len(held.fs))
 	for i, f := range held.fs {
 		idx[f.ID] = i
 	}
 	var earlier []Finding
 	for _, u := range updated {
-		if i, ok := idx[u.ID]; ok {
-			held.fs[i].ForeignTenants, held.fs[i].ForeignRequestKeys = u.ForeignTenants, u.ForeignRequestKeys
+		f := &fs[u.at] // fs may be held.fs itself (withHeld)
+		if i, ok := idx[f.ID]; ok {
+			held.fs[i].ForeignTenants, held.fs[i].ForeignRequestKeys = u.tenants, u.keys
 		} else {
-			earlier = append(earlier, u)
+			e := *f
+			e.ForeignTenants, e.ForeignRequestKeys = u.tenants, u.keys
+			earlier = append(earlier, e)
 		}
 	}
 	stored = true
@@ -193,13 +188,14 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 	return rec, err
 }
 
-// buildReconstructionFindings also returns the victim findings whose
-// foreign tenants / request keys the reconstruction changed. The steps:
+// buildReconstructionFindings also returns the new foreign tenants and
+// request keys of the victim findings whose lists the reconstruction
+// changed, in the order of fs. The steps:
 // the victims and the sources their findings name; the page or replayed
 // lineage of each victim's pages and the writers it names; the node
 // window where neither exists; the fold into per-tenant rows; and the
 // foreign tenants written back into the victim findings.
-func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, []Finding, error) {
+func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, []foreignUpdate, error) {
 	if err := d.ensureFacts(ctx, namedKeys(fs), nil); err != nil {
 		return nil, nil, err
 	}
@@ -222,16 +218,17 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	// (the fold is the same in any order: see affectedList.sorted).
 	// A victim's findings take the foreign tenants and request keys of
 	// the sources that made it a receiver as it is folded: kept per victim
-	// to the end, those were 42 MiB at scale 100.
+	// to the end, those were 42 MiB at scale 100. Only the new lists are
+	// kept, not the findings: a copy of each was 37 MiB there.
 	list := affectedList{rows: map[string]*affectedAcc{}, findingIDs: ids}
-	var updated foreignUpdates
+	var updated []foreignUpdate
 	fold := func(v *victim) {
 		if refs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(refs) > 0 {
 			tenants, keys := foreignOf(refs)
 			for _, fi := range v.findings {
-				if f, ok := withForeign(fs[victimFindings[fi]], tenants, keys); ok {
-					updated.at = append(updated.at, fi)
-					updated.fs = append(updated.fs, f)
+				at := victimFindings[fi]
+				if f, ok := withForeign(fs[at], tenants, keys); ok {
+					updated = append(updated, foreignUpdate{at: at, tenants: f.ForeignTenants, keys: f.ForeignRequestKeys})
 				}
 			}
 		}
@@ -267,8 +264,8 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
 	rec.ID = hex.EncodeToString(h[:12])
 	// In the order of fs, as the findings were read.
-	sort.Sort(updated)
-	return rec, updated.fs, nil
+	slices.SortFunc(updated, func(a, b foreignUpdate) int { return cmp.Compare(a.at, b.at) })
+	return rec, updated, nil
 }
 
 // collectVictims gathers the victims of the findings that mark victims
@@ -708,19 +705,12 @@ func withForeign(f Finding, tenants, keys []string) (Finding, bool) {
 	return f, true
 }
 
-// foreignUpdates are the victim findings withForeign changed, with their
-// index in the table of victim findings, which sorts them as they were
+// foreignUpdate is the new foreign tenants and request keys withForeign
+// gave a victim finding, at its index in the findings the reconstruction
 // read.
-type foreignUpdates struct {
-	at []int32
-	fs []Finding
-}
-
-func (u foreignUpdates) Len() int           { return len(u.at) }
-func (u foreignUpdates) Less(i, j int) bool { return u.at[i] < u.at[j] }
-func (u foreignUpdates) Swap(i, j int) {
-	u.at[i], u.at[j] = u.at[j], u.at[i]
-	u.fs[i], u.fs[j] = u.fs[j], u.fs[i]
+type foreignUpdate struct {
+	at            int
+	tenants, keys []string
 }
 
 func decodeNodeOf(v *victim) string {

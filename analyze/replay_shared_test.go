@@ -3,6 +3,7 @@ package analyze
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -122,6 +123,23 @@ func TestSharedReplay(t *testing.T) {
 	if !reflect.DeepEqual(oneUpdated, whole) {
 		t.Errorf("folded one victim a batch, %d findings given foreign tenants; in one batch %d, or the same number differing",
 			len(oneUpdated), len(whole))
+	}
+	// Reconstruct wrote those lists into the stored findings (of an
+	// earlier run: by mutation), each into its own finding.
+	noPendingMutations(t, db)
+	after, err := db.LatestFindings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]Finding{}
+	for _, f := range after {
+		byID[f.ID] = f
+	}
+	for _, u := range whole {
+		got := byID[fs[u.at].ID]
+		if !slices.Equal(got.ForeignTenants, u.tenants) || !slices.Equal(got.ForeignRequestKeys, u.keys) {
+			t.Fatalf("stored finding %s: foreign %v %v, want %v %v", got.ID, got.ForeignTenants, got.ForeignRequestKeys, u.tenants, u.keys)
+		}
 	}
 
 	// Its answers dropped (as the Runner drops them once its list is
