@@ -242,7 +242,10 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	// saved facts, and batches of 4096 victims took 11 reads where one
 	// list of all took 5 (13 s more at scale 100).
 	for len(replayed) > 0 {
-		lineage, writerRooms, n := batchLineage(d, replayed, byRoom, pr, est, ownersPerRead)
+		lineage, writerRooms, n, err := batchLineage(d, replayed, byRoom, pr, est, ownersPerRead)
+		if err != nil {
+			return nil, nil, err
+		}
 		batch := replayed[:n]
 		replayed = replayed[n:]
 		owners, err := roomOwners(ctx, d, writerRooms)
@@ -339,8 +342,8 @@ var ownersPerRead = domain.IDsPerList
 // hasLineage reports whether a victim's pages have a lineage: from the
 // page events when its decode node logged them, else from the allocator
 // replay.
-func hasLineage(v *victim, pr *pageReplay, est map[uint64]*VictimReplay) bool {
-	return v.room != 0 && ((pr != nil && pr.Nodes[decodeNodeOf(v)]) || est[v.room] != nil)
+func hasLineage(v *victim, pr *pageReplay, est lineageView) bool {
+	return v.room != 0 && ((pr != nil && pr.Nodes[decodeNodeOf(v)]) || est.has(v.room))
 }
 
 // sortVictims parts the victims into those with a lineage (replayed, in
@@ -348,7 +351,7 @@ func hasLineage(v *victim, pr *pageReplay, est map[uint64]*VictimReplay) bool {
 // the rooms whose lineage is known and the victims of each room with one
 // (a room's lineage is all its victims', which a room logged twice
 // shares).
-func sortVictims(victims map[string]*victim, pr *pageReplay, est map[uint64]*VictimReplay) (
+func sortVictims(victims map[string]*victim, pr *pageReplay, est lineageView) (
 	replayed, fallback []*victim, knownLineage map[uint64]bool, byRoom map[uint64][]*victim) {
 	knownLineage, byRoom = map[uint64]bool{}, map[uint64][]*victim{}
 	for _, k := range sortedKeys(victims) {
@@ -370,8 +373,8 @@ func sortVictims(victims map[string]*victim, pr *pageReplay, est map[uint64]*Vic
 // victims it took. A room's lineage comes from the page events when the
 // victim's decode node logged them (confirmed), else from the allocator
 // replay (likely and possible).
-func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr *pageReplay, est map[uint64]*VictimReplay,
-	maxWriters int) (lineage map[uint64][]lineageEntry, writerRooms []uint64, n int) {
+func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr *pageReplay, est lineageView,
+	maxWriters int) (lineage map[uint64][]lineageEntry, writerRooms []uint64, n int, err error) {
 	lineage = map[uint64][]lineageEntry{}
 	named := map[uint64]bool{}
 	for n < len(victims) {
@@ -393,7 +396,10 @@ func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr
 					entries = append(entries, lineageEntry{domain.Confirmed, src, pageSizeAt(d, node, v.ts), rd.Lines})
 				}
 			default:
-				e := est[v.room]
+				e, err := est.get(v.room)
+				if err != nil {
+					return nil, nil, 0, err
+				}
 				entries = append(entries, lineageEntry{domain.Likely, e.Likely, e.PageSize, e.Lines},
 					lineageEntry{domain.Possible, e.Possible, e.PageSize, e.Lines})
 			}
@@ -416,7 +422,7 @@ func batchLineage(d *Dataset, victims []*victim, byRoom map[uint64][]*victim, pr
 		lineage[b.room] = entries
 		n++
 	}
-	return lineage, writerRooms, n
+	return lineage, writerRooms, n, nil
 }
 
 // addLineageSources adds a victim's lineage writers as sources: the

@@ -171,7 +171,7 @@ func (jr *jobReplay) answers(ctx context.Context, a *sharedAsk) ([]replayAnswer,
 				return fmt.Errorf("replay answer for %s from %s: %w", a.j.nodes[i], p.Worker, err)
 			}
 			res[i], got[i] = replayAnswer{lineage: rec.Lineage, held: rec.Held}, true
-			return nil
+			return a.j.spill(i, &res[i])
 		})
 		if err != nil {
 			return nil, err

@@ -22,7 +22,7 @@ import (
 type sharedReplay struct {
 	asked       map[uint64]bool
 	placeholder map[uint64]bool
-	res         map[uint64]*VictimReplay
+	res         *lineageSet
 	// passes counts the replays run (tests check the sharing).
 	passes int
 }
@@ -78,9 +78,15 @@ func replayWants(d *Dataset, pr *pageReplay, fs []Finding) (want, placeholder ma
 // lineage answers the replay for the wanted victim rooms from the
 // Dataset's one shared replay, replaying (again) only when a wanted room
 // was not asked before or the placeholder set changed.
-func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool) (map[uint64]*VictimReplay, error) {
-	a, err := d.sharedReplay(ctx, placeholder, &replayAsk{writers: want})
-	return a.lineage, err
+func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool) (lineageView, error) {
+	if _, err := d.sharedReplay(ctx, placeholder, &replayAsk{writers: want}); err != nil {
+		return lineageView{}, err
+	}
+	v := lineageView{want: want}
+	if d.replay != nil {
+		v.set = d.replay.res
+	}
+	return v, nil
 }
 
 // heldBy answers, for abort candidates, which of the rooms in of held
@@ -91,22 +97,21 @@ func (d *Dataset) heldBy(ctx context.Context, cands, of map[uint64]bool) (map[ui
 	if len(cands) == 0 {
 		return map[uint64][]uint64{}, nil
 	}
-	a, err := d.sharedReplay(ctx, nil, &replayAsk{holders: cands, of: of})
-	return a.held, err
+	return d.sharedReplay(ctx, nil, &replayAsk{holders: cands, of: of})
 }
 
 // sharedReplay answers ask: victims' lineage from the cache when it holds
 // them, under the same placeholder set; otherwise (or when holders are
 // asked) it replays, for ask and the victims known so far, and keeps the
-// victims' lineage.
-func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool, ask *replayAsk) (replayAnswer, error) {
-	out := newReplayAnswer()
+// victims' lineage (d.replay.res). It returns the holders asked about.
+func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool, ask *replayAsk) (map[uint64][]uint64, error) {
+	held := map[uint64][]uint64{}
 	if (len(ask.writers) == 0 && len(ask.holders) == 0) || d.Cfg.SkipReplay {
-		return out, nil
+		return held, nil
 	}
 	pr, err := d.Pages(ctx)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	nw, nph := replayWants(d, pr, d.noted)
 	ph := map[uint64]bool{}
@@ -141,20 +146,16 @@ func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool,
 				}
 			}
 		}
-		a, err := replayLineage(ctx, d, ph, &replayAsk{writers: writers, holders: ask.holders, of: ask.of})
+		set, h, err := replayLineage(ctx, d, ph, &replayAsk{writers: writers, holders: ask.holders, of: ask.of})
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		c = &sharedReplay{asked: writers, placeholder: ph, res: a.lineage, passes: passes + 1}
-		d.replay = c
-		out.held = a.held
+		// The answers replaced are not closed: a view of them may still
+		// be read; the collector frees them (and their file) after.
+		d.replay = &sharedReplay{asked: writers, placeholder: ph, res: set, passes: passes + 1}
+		held = h
 	}
-	for r := range ask.writers {
-		if v := c.res[r]; v != nil {
-			out.lineage[r] = v
-		}
-	}
-	return out, nil
+	return held, nil
 }
 
 // dropReplayAnswers lets go of the shared replay's answers, keeping only
@@ -164,6 +165,7 @@ func (d *Dataset) sharedReplay(ctx context.Context, placeholder map[uint64]bool,
 // while the list's INSERT was encoded.
 func (d *Dataset) dropReplayAnswers() {
 	if d.replay != nil {
+		d.replay.res.close()
 		d.replay = &sharedReplay{passes: d.replay.passes}
 	}
 }

@@ -72,9 +72,9 @@ func TestSharedReplay(t *testing.T) {
 	}
 	// The shared replay keeps the victims' lineage only: abort_reuse's
 	// candidates were answered (holders) and not kept.
-	if d2.replay == nil || !sameSet(d2.replay.asked, d.replay.asked) || len(d.replay.res) > len(d.replay.asked) {
+	if d2.replay == nil || !sameSet(d2.replay.asked, d.replay.asked) || d.replay.res.len() > len(d.replay.asked) {
 		t.Fatalf("the victims-only replay kept %d rooms' lineage; the shared one was asked %d and kept %d; want the same victims",
-			len(d2.replay.asked), len(d.replay.asked), len(d.replay.res))
+			len(d2.replay.asked), len(d.replay.asked), d.replay.res.len())
 	}
 	likely := 0
 	for _, row := range shared.Rows {

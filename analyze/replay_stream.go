@@ -38,34 +38,36 @@ const replayHorizon = time.Hour
 // replayLineage replays every decode lane from replayStart to the window
 // end and answers ask: node by node, several at once in this process, or
 // shared among an analysis job's workers (Dataset.replayer).
-func replayLineage(ctx context.Context, d *Dataset, placeholder map[uint64]bool, ask *replayAsk) (replayAnswer, error) {
-	out := newReplayAnswer()
+// The victims' lineage comes back in a lineageSet (on local disk), each
+// node's added as the node's replay ends; held (the candidates'
+// holders) in memory.
+func replayLineage(ctx context.Context, d *Dataset, placeholder map[uint64]bool, ask *replayAsk) (*lineageSet, map[uint64][]uint64, error) {
+	held := map[uint64][]uint64{}
 	if len(ask.writers) == 0 && len(ask.holders) == 0 {
-		return out, nil
+		return nil, held, nil
 	}
 	from, to := d.replayStart(), d.Window.To.Add(d.Cfg.LinkMargin)
 	nodes, err := d.DB.DecodeNodes(ctx, from, to)
 	if err != nil {
-		return out, err
+		return nil, nil, err
 	}
 	run := d.replayer
 	if run == nil {
 		run = d.replayNodes
 	}
-	res, err := run(ctx, replayJob{from: from, to: to, nodes: nodes, placeholder: placeholder, ask: ask})
+	set := newLineageSet()
+	res, err := run(ctx, replayJob{from: from, to: to, nodes: nodes, placeholder: placeholder, ask: ask, into: set})
 	if err != nil {
-		return out, err
+		set.close()
+		return nil, nil, err
 	}
 	// Nodes in order, as the replay always wrote them.
 	for _, a := range res {
-		for room, vr := range a.lineage {
-			out.lineage[room] = vr
-		}
 		for room, hs := range a.held {
-			out.held[room] = hs
+			held[room] = hs
 		}
 	}
-	return out, nil
+	return set, held, nil
 }
 
 // replayJob is one replay: the decode nodes to replay over [from, to], the
@@ -75,6 +77,9 @@ type replayJob struct {
 	nodes       []string
 	placeholder map[uint64]bool
 	ask         *replayAsk
+	// into, when set, takes each node's victims' lineage as the node's
+	// answer comes (lineageSet.add), which then holds none.
+	into *lineageSet
 }
 
 // replayNodes replays j's nodes in this process, Config.ReplayWorkers at
@@ -83,10 +88,24 @@ func (d *Dataset) replayNodes(ctx context.Context, j replayJob) ([]replayAnswer,
 	res := make([]replayAnswer, len(j.nodes))
 	err := eachAtOnce(ctx, len(j.nodes), d.Cfg.ReplayWorkers, func(ctx context.Context, i int) error {
 		var err error
-		res[i], err = d.replayNode(ctx, j, j.nodes[i])
-		return err
+		if res[i], err = d.replayNode(ctx, j, j.nodes[i]); err != nil {
+			return err
+		}
+		return j.spill(i, &res[i])
 	})
 	return res, err
+}
+
+// spill moves node i's victims' lineage into j.into, when set.
+func (j replayJob) spill(i int, a *replayAnswer) error {
+	if j.into == nil {
+		return nil
+	}
+	if err := j.into.add(i, a.lineage); err != nil {
+		return err
+	}
+	a.lineage = nil
+	return nil
 }
 
 // replayNode replays one decode node of j.

@@ -31,7 +31,7 @@ type recordSpill struct {
 
 var errSpilled = errors.New("a spilled record does not read back")
 
-// add appends rec.
+// add appends rec; s.size before the call is where it starts (readAt).
 func (s *recordSpill) add(rec []byte) error {
 	if s.w == nil {
 		s.open()
@@ -100,6 +100,41 @@ func (s *recordSpill) each(fn func([]byte) error) error {
 		}
 	}
 	return nil
+}
+
+// readAt reads back the record that starts at off (the spill's size
+// when it was added), into buf's storage when it fits.
+func (s *recordSpill) readAt(off int64, buf []byte) ([]byte, error) {
+	if s.w == nil || off < 0 || off >= s.size {
+		return nil, fmt.Errorf("read back the spilled %s: %w: no record at %d", s.name, errSpilled, off)
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, fmt.Errorf("spill %s: %w", s.name, err)
+	}
+	var r io.ReaderAt = bytes.NewReader(s.mem.Bytes())
+	if s.f != nil {
+		r = s.f
+	}
+	var hdr [binary.MaxVarintLen64 + 4]byte
+	h, err := r.ReadAt(hdr[:min(int64(len(hdr)), s.size-off)], off)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("read back the spilled %s: %w", s.name, err)
+	}
+	n, k := binary.Uvarint(hdr[:h])
+	if k <= 0 || h < k+4 || n > uint64(s.size-off) {
+		return nil, fmt.Errorf("read back the spilled %s: %w: a damaged length at %d", s.name, errSpilled, off)
+	}
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := r.ReadAt(buf, off+int64(k)+4); err != nil {
+		return nil, fmt.Errorf("read back the spilled %s: %w", s.name, err)
+	}
+	if crc32.Checksum(buf, castagnoli) != binary.LittleEndian.Uint32(hdr[k:]) {
+		return nil, fmt.Errorf("read back the spilled %s: %w: checksum", s.name, errSpilled)
+	}
+	return buf, nil
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

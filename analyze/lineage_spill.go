@@ -1,0 +1,210 @@
+package analyze
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/kvtrail/kvtrail/internal/varbin"
+)
+
+// lineageSet is the shared replay's answer for victims: each victim
+// room's replayed lineage, encoded in a spill as its decode node's replay
+// ends and decoded when the reconstruction asks for it. The answers grow
+// with the victims and were held from abort_reuse's replay, which asks
+// about the victims known by then, to the end of the reconstruction: at
+// incident-2026 scale 100, about 80 MiB of either phase's peak (the
+// writers' page counts and lines in a map per victim). Only an index by
+// room stays in memory. Safe for concurrent use: the replay's nodes end
+// on several goroutines.
+type lineageSet struct {
+	mu  sync.Mutex
+	rs  recordSpill
+	enc []byte
+	at  map[uint64]lineageAt
+}
+
+// lineageAt is where a room's lineage is, and which node answered it.
+type lineageAt struct {
+	off  int64
+	node int
+}
+
+func newLineageSet() *lineageSet {
+	return &lineageSet{rs: recordSpill{name: "victim lineage"}, at: map[uint64]lineageAt{}}
+}
+
+// add spills node's answers (node: its index in the replay's nodes). A
+// room two nodes answered keeps the later node's lineage, as the replay's
+// merge in node order did.
+func (l *lineageSet) add(node int, lineage map[uint64]*VictimReplay) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for room, vr := range lineage {
+		if old, ok := l.at[room]; ok && old.node > node {
+			continue
+		}
+		off := l.rs.size
+		l.enc = encodeVictimReplay(l.enc[:0], room, vr)
+		if err := l.rs.add(l.enc); err != nil {
+			return err
+		}
+		l.at[room] = lineageAt{off, node}
+	}
+	return nil
+}
+
+// has reports whether room has a lineage.
+func (l *lineageSet) has(room uint64) bool {
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.at[room]
+	return ok
+}
+
+// get decodes room's lineage; nil when it has none.
+func (l *lineageSet) get(room uint64) (*VictimReplay, error) {
+	if l == nil {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.at[room]
+	if !ok {
+		return nil, nil
+	}
+	b, err := l.rs.readAt(at.off, l.enc[:0])
+	if err != nil {
+		return nil, err
+	}
+	l.enc = b
+	got, vr, err := decodeVictimReplay(b)
+	if err == nil && got != room {
+		err = fmt.Errorf("%w: room %d's lineage reads as room %d's", errSpilled, room, got)
+	}
+	return vr, err
+}
+
+// len is how many rooms have a lineage.
+func (l *lineageSet) len() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.at)
+}
+
+// close drops the answers and frees the file.
+func (l *lineageSet) close() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rs.close()
+	l.at, l.enc = nil, nil
+}
+
+// lineageView is the lineage of the rooms a caller asked about.
+type lineageView struct {
+	set  *lineageSet
+	want map[uint64]bool
+}
+
+func (v lineageView) has(room uint64) bool { return v.want[room] && v.set.has(room) }
+
+func (v lineageView) get(room uint64) (*VictimReplay, error) {
+	if !v.want[room] {
+		return nil, nil
+	}
+	return v.set.get(room)
+}
+
+// encodeVictimReplay appends room and vr: varints and length-prefixed
+// strings, the writers in room order.
+func encodeVictimReplay(b []byte, room uint64, vr *VictimReplay) []byte {
+	u, str := binary.AppendUvarint, varbin.AppendString
+	u64s := func(b []byte, vs []uint64) []byte {
+		b = u(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = u(b, v)
+		}
+		return b
+	}
+	writers := func(b []byte, m map[uint64]*SourcePages) []byte {
+		ws := make([]uint64, 0, len(m))
+		for w := range m {
+			ws = append(ws, w)
+		}
+		slices.Sort(ws)
+		b = u(b, uint64(len(ws)))
+		for _, w := range ws {
+			s := m[w]
+			b = u(u(u(b, w), uint64(s.Prompt)), uint64(s.Output))
+			b = u64s(b, s.Lines)
+		}
+		return b
+	}
+	b = u(u(b, room), vr.Room)
+	b = str(b, vr.Node)
+	b = binary.AppendVarint(b, int64(vr.Rank))
+	b = str(b, vr.Boot)
+	b = u(b, uint64(vr.PageSize))
+	b = writers(writers(b, vr.Likely), vr.Possible)
+	b = u(b, uint64(len(vr.Uncertain)))
+	for _, s := range vr.Uncertain {
+		b = str(b, s)
+	}
+	return u64s(b, vr.Lines)
+}
+
+// decodeVictimReplay reads what encodeVictimReplay wrote. Its maps are
+// never nil; empty lists come back nil.
+func decodeVictimReplay(b []byte) (uint64, *VictimReplay, error) {
+	r := varbin.NewReader(b, errSpilled)
+	u64s := func() []uint64 {
+		n := r.Count(1)
+		if n == 0 {
+			return nil
+		}
+		vs := make([]uint64, n)
+		for i := range vs {
+			vs[i] = r.Uvarint()
+		}
+		return vs
+	}
+	writers := func() map[uint64]*SourcePages {
+		n := r.Count(4) // room, two counts and a list: a byte each at least
+		m := make(map[uint64]*SourcePages, n)
+		for range n {
+			w := r.Uvarint()
+			s := &SourcePages{Prompt: int(r.Uvarint()), Output: int(r.Uvarint())}
+			s.Lines = u64s()
+			m[w] = s
+		}
+		return m
+	}
+	room := r.Uvarint()
+	vr := &VictimReplay{Room: r.Uvarint(), Node: r.Str(), Rank: int16(r.Varint()), Boot: r.Str(), PageSize: int(r.Uvarint())}
+	vr.Likely = writers()
+	vr.Possible = writers()
+	if n := r.Count(1); n > 0 {
+		vr.Uncertain = make([]string, n)
+		for i := range vr.Uncertain {
+			vr.Uncertain[i] = r.Str()
+		}
+	}
+	vr.Lines = u64s()
+	if r.Err == nil && r.Left() > 0 {
+		return 0, nil, fmt.Errorf("%w: %d bytes left over in a victim's lineage", errSpilled, r.Left())
+	}
+	if r.Err != nil {
+		return 0, nil, r.Err
+	}
+	return room, vr, nil
+}
