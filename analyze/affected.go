@@ -81,10 +81,10 @@ const windowBefore = 4 * time.Hour
 
 // Reconstruct folds the latest findings into the per-tenant list and
 // stores it; the victim findings' foreign tenants and request keys are
-// filled from it and written back to the findings table. Sources (whose KV a victim read) come from page-level events
-// when the decode node logged them (confirmed), else from the allocator
-// replay (likely / possible), plus what findings name (aborted rooms,
-// metadata rooms).
+// filled from it and written back to the findings table. Sources (whose
+// KV a victim read) come from page-level events when the decode node
+// logged them (confirmed), else from the allocator replay (likely /
+// possible), plus what findings name (aborted rooms, metadata rooms).
 func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, error) {
 	return r.reconstruct(ctx, d, nil, false)
 }
