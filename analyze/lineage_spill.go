@@ -14,9 +14,10 @@ import (
 // ends and decoded when the reconstruction asks for it. The answers grow
 // with the victims and were held from abort_reuse's replay, which asks
 // about the victims known by then, to the end of the reconstruction: at
-// incident-2026 scale 100, about 80 MiB of either phase's peak (the
-// writers' page counts and lines in a map per victim). Only an index by
-// room stays in memory. Safe for concurrent use: the replay's nodes end
+// incident-2026 scale 100, 83 MiB of the reconstruction's peak and 57 of
+// abort_reuse's replay's, still growing there (the writers' page counts
+// and lines in a map per victim); 22 MB encoded. Only an index by room
+// stays in memory. Safe for concurrent use: the replay's nodes end
 // on several goroutines.
 type lineageSet struct {
 	mu  sync.Mutex
