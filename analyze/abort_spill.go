@@ -50,13 +50,7 @@ func (s *abortSpill) close() {
 // the order decodeAbortCase reads them.
 func encodeAbortCase(b []byte, c *abortCase) []byte {
 	u, i, str := binary.AppendUvarint, binary.AppendVarint, varbin.AppendString
-	u64s := func(b []byte, vs []uint64) []byte {
-		b = u(b, uint64(len(vs)))
-		for _, v := range vs {
-			b = u(b, v)
-		}
-		return b
-	}
+	u64s := varbin.AppendUvarints
 	t := c.t
 	b = i(b, unixNano(t.TS))
 	b = str(str(b, t.Node), t.Role)
@@ -97,17 +91,7 @@ var errSpilledCase = errors.New("abort_reuse: a spilled case does not decode")
 // nil.
 func decodeAbortCase(b []byte) (abortCase, error) {
 	r := varbin.NewReader(b, errSpilledCase)
-	u64s := func() []uint64 {
-		n := r.Count(1)
-		if n == 0 {
-			return nil
-		}
-		vs := make([]uint64, n)
-		for i := range vs {
-			vs[i] = r.Uvarint()
-		}
-		return vs
-	}
+	u64s := r.Uvarints
 	t := &TransferEvent{}
 	t.TS = fromUnixNano(r.Varint())
 	t.Node, t.Role = r.Str(), r.Str()

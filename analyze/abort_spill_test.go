@@ -69,19 +69,23 @@ func TestAbortCaseDecodeRejectsDamage(t *testing.T) {
 	}
 }
 
+// spillPlaces are where a spill may go: a file in TMPDIR, or memory when
+// TMPDIR cannot take one.
+var spillPlaces = []struct {
+	name   string
+	tmp    func(t *testing.T) string
+	onDisk bool
+}{
+	{"on disk", func(t *testing.T) string { return t.TempDir() }, true},
+	{"in memory", func(t *testing.T) string { return "/nonexistent/kvtrail-no-such-dir" }, false},
+}
+
 // The spill gives the cases back in the order they came, again after more
 // are added (a worker's state is read, then the finishing worker adds the
 // others' cases), on disk, leaving no file in TMPDIR, and in memory when
 // TMPDIR cannot take a file.
 func TestAbortSpillKeepsTheCasesInOrder(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		tmp    func(t *testing.T) string
-		onDisk bool
-	}{
-		{"on disk", func(t *testing.T) string { return t.TempDir() }, true},
-		{"in memory", func(t *testing.T) string { return "/nonexistent/kvtrail-no-such-dir" }, false},
-	} {
+	for _, tt := range spillPlaces {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := tt.tmp(t)
 			t.Setenv("TMPDIR", dir)

@@ -35,14 +35,7 @@ func heldCases() []Finding {
 // no temporary file can be made, in memory. It fails if a field of the
 // rest is lost or left in memory, or a change made while held is lost.
 func TestHeldFindingsComeBackWhole(t *testing.T) {
-	for _, tt := range []struct {
-		name   string
-		tmp    func(t *testing.T) string
-		onDisk bool
-	}{
-		{"on disk", func(t *testing.T) string { return t.TempDir() }, true},
-		{"in memory", func(t *testing.T) string { return "/nonexistent/kvtrail-no-such-dir" }, false},
-	} {
+	for _, tt := range spillPlaces {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := tt.tmp(t)
 			t.Setenv("TMPDIR", dir)

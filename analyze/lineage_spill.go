@@ -130,13 +130,7 @@ func (v lineageView) get(room uint64) (*VictimReplay, error) {
 // strings, the writers in room order.
 func encodeVictimReplay(b []byte, room uint64, vr *VictimReplay) []byte {
 	u, str := binary.AppendUvarint, varbin.AppendString
-	u64s := func(b []byte, vs []uint64) []byte {
-		b = u(b, uint64(len(vs)))
-		for _, v := range vs {
-			b = u(b, v)
-		}
-		return b
-	}
+	u64s := varbin.AppendUvarints
 	writers := func(b []byte, m map[uint64]*SourcePages) []byte {
 		ws := make([]uint64, 0, len(m))
 		for w := range m {
@@ -168,17 +162,7 @@ func encodeVictimReplay(b []byte, room uint64, vr *VictimReplay) []byte {
 // never nil; empty lists come back nil.
 func decodeVictimReplay(b []byte) (uint64, *VictimReplay, error) {
 	r := varbin.NewReader(b, errSpilled)
-	u64s := func() []uint64 {
-		n := r.Count(1)
-		if n == 0 {
-			return nil
-		}
-		vs := make([]uint64, n)
-		for i := range vs {
-			vs[i] = r.Uvarint()
-		}
-		return vs
-	}
+	u64s := r.Uvarints
 	writers := func() map[uint64]*SourcePages {
 		n := r.Count(4) // room, two counts and a list: a byte each at least
 		m := make(map[uint64]*SourcePages, n)

@@ -429,20 +429,9 @@ func checkStoredWhole(t *testing.T, db *chstore.Store, rep *Report) {
 // normalFinding is f as a stored copy reads: empty lists and details
 // nil, times in UTC at the column's precision.
 func normalFinding(f Finding) Finding {
-	if len(f.RIDs) == 0 {
-		f.RIDs = nil
-	}
-	if len(f.Evidence) == 0 {
-		f.Evidence = nil
-	}
+	normalize(&f)
 	if len(f.Details) == 0 {
 		f.Details = nil
-	}
-	if len(f.ForeignTenants) == 0 {
-		f.ForeignTenants = nil
-	}
-	if len(f.ForeignRequestKeys) == 0 {
-		f.ForeignRequestKeys = nil
 	}
 	f.TS, f.FirstTS, f.LastTS = f.TS.UTC().Truncate(time.Second), f.FirstTS.UTC().Truncate(time.Second), f.LastTS.UTC().Truncate(time.Second)
 	return f

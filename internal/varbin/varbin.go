@@ -1,5 +1,5 @@
 // Package varbin writes and reads the compact binary records kvtrail keeps
-// on local disk (the push spool's records, abort_reuse's spilled cases):
+// on local disk (the push spool's records, the analysis's spilled records):
 // varints and length-prefixed strings, read back with one sticky error so
 // that a damaged record is an error, never a panic or a huge allocation.
 package varbin
@@ -82,4 +82,26 @@ func (r *Reader) Count(min uint64) int {
 		return 0
 	}
 	return int(n)
+}
+
+// AppendUvarints appends vs with its length before it.
+func AppendUvarints(b []byte, vs []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(vs)))
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}
+
+// Uvarints reads what AppendUvarints wrote; an empty list comes back nil.
+func (r *Reader) Uvarints() []uint64 {
+	n := r.Count(1)
+	if n == 0 {
+		return nil
+	}
+	vs := make([]uint64, n)
+	for i := range vs {
+		vs[i] = r.Uvarint()
+	}
+	return vs
 }

@@ -15,6 +15,7 @@ func TestReaderReadsWhatWasWritten(t *testing.T) {
 	b = append(b, 7)
 	b = binary.AppendUvarint(b, 2)
 	b = AppendString(AppendString(b, ""), "x")
+	b = AppendUvarints(AppendUvarints(b, []uint64{0, 1 << 63, 300}), nil)
 	r := NewReader(b, errBad)
 	if s := r.Str(); s != "héllo\x00\n" {
 		t.Fatalf("Str = %q", s)
@@ -31,8 +32,12 @@ func TestReaderReadsWhatWasWritten(t *testing.T) {
 	if n := r.Count(1); n != 2 {
 		t.Fatalf("Count = %d", n)
 	}
-	if a, z := r.Str(), r.Str(); a != "" || z != "x" || r.Err != nil || r.Left() != 0 {
-		t.Fatalf("%q %q, err %v, %d left", a, z, r.Err, r.Left())
+	if a, z := r.Str(), r.Str(); a != "" || z != "x" || r.Err != nil {
+		t.Fatalf("%q %q, err %v", a, z, r.Err)
+	}
+	if vs, none := r.Uvarints(), r.Uvarints(); len(vs) != 3 || vs[0] != 0 || vs[1] != 1<<63 || vs[2] != 300 || none != nil ||
+		r.Err != nil || r.Left() != 0 {
+		t.Fatalf("Uvarints = %v %v, err %v, %d left", vs, none, r.Err, r.Left())
 	}
 }
 
@@ -49,6 +54,7 @@ func TestReaderDamage(t *testing.T) {
 		{"string longer than the record", binary.AppendUvarint(nil, 5), func(r *Reader) any { return r.Str() }},
 		{"count beyond what is left", append(binary.AppendUvarint(nil, 3), 1, 1), func(r *Reader) any { return r.Count(1) }},
 		{"count of a billion", binary.AppendUvarint(nil, 1e9), func(r *Reader) any { return r.Count(1) }},
+		{"list longer than the record", append(binary.AppendUvarint(nil, 3), 1, 1), func(r *Reader) any { return r.Uvarints() }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := NewReader(tt.b, errBad)
