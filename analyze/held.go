@@ -20,10 +20,9 @@ import (
 // abort_reuse's replay and the reconstruction, the analysis's two
 // highest phases.
 type heldFindings struct {
-	fs    []Finding // the findings without their rest; may be reordered (withHeld)
-	rest  recordSpill
-	enc   []byte
-	added int
+	fs   []Finding   // the findings without their rest; may be reordered (withHeld)
+	rest recordSpill // one record per finding held
+	enc  []byte
 }
 
 // add holds fs.
@@ -39,7 +38,6 @@ func (h *heldFindings) add(fs []Finding) error {
 		lean.Title, lean.Explanation, lean.GroupKey, lean.Subject = "", "", "", ""
 		lean.RIDs, lean.Details = nil, nil
 		h.fs = append(h.fs, lean)
-		h.added++
 	}
 	return nil
 }
@@ -48,8 +46,8 @@ func (h *heldFindings) add(fs []Finding) error {
 // changed in fs since), in the order they were added, in batches of at
 // most n. fn must not keep a batch: the next one reuses it.
 func (h *heldFindings) each(n int, fn func([]Finding) error) error {
-	if h.added != len(h.fs) {
-		return fmt.Errorf("held victim findings: %d held, %d spilled", len(h.fs), h.added)
+	if h.rest.n != len(h.fs) {
+		return fmt.Errorf("held victim findings: %d held, %d spilled", len(h.fs), h.rest.n)
 	}
 	at := make(map[string]int, len(h.fs))
 	for i := range h.fs {

@@ -229,12 +229,12 @@ func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.T
 	acc := map[string]domain.FactRef{}
 	lctx := listContext(ctx)
 	for _, chunk := range keyChunks(keys) {
-		if err := s.factRefs(lctx, acc, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
+		if err := s.factRefs(lctx, acc, true, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
 	for _, chunk := range idChunks(rooms) {
-		if err := s.factRefs(lctx, acc, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
+		if err := s.factRefs(lctx, acc, true, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
@@ -249,7 +249,7 @@ func (s *Store) RoomOwnerRefs(ctx context.Context, version uint64, from, to time
 	acc := map[string]domain.FactRef{}
 	lctx := listContext(ctx)
 	for _, chunk := range idChunks(rooms) {
-		if err := s.factRefs(lctx, acc, anOwnerRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
+		if err := s.factRefs(lctx, acc, false, anOwnerRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
 			return nil, err
 		}
 	}
@@ -260,7 +260,7 @@ func (s *Store) RoomOwnerRefs(ctx context.Context, version uint64, from, to time
 // to] decoded on node, with a tenant.
 func (s *Store) DecodeFactRefs(ctx context.Context, version uint64, from, to time.Time, node string) ([]domain.FactRef, error) {
 	acc := map[string]domain.FactRef{}
-	if err := s.factRefs(ctx, acc, anFactRefsOnDecodeSQL, version, UnixArg(from), UnixArg(to), node); err != nil {
+	if err := s.factRefs(ctx, acc, true, anFactRefsOnDecodeSQL, version, UnixArg(from), UnixArg(to), node); err != nil {
 		return nil, err
 	}
 	return sortedRefs(acc), nil
@@ -298,7 +298,9 @@ func (s *Store) DecodeReceiveLines(ctx context.Context, from, to time.Time, node
 	return out, nil
 }
 
-func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, query string, args ...any) error {
+// factRefs reads saved facts with query into acc, the newest version of
+// each key; lines says whether query selects line_ids (after ts_ns).
+func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, lines bool, query string, args ...any) error {
 	rows, done, err := s.Stream(ctx, query, args...)
 	defer done()
 	if err != nil {
@@ -320,8 +322,8 @@ func (s *Store) factRefs(ctx context.Context, acc map[string]domain.FactRef, que
 		ns   uint64
 		dest = []any{&r.Key, &r.Room, &ns, &r.Lines, &r.Version, &r.Tenant, &r.Model, &r.DecodeNode, &r.DecodeDPRank}
 	)
-	if query == anOwnerRefsByRoomSQL {
-		dest = slices.Delete(dest, 3, 4) // no lines
+	if !lines {
+		dest = slices.Delete(dest, 3, 4)
 	}
 	for rows.Next() {
 		r = domain.FactRef{}
