@@ -49,7 +49,7 @@ func runAll(t *testing.T, db *chstore.Store, cfg Config, now time.Time) *accurac
 			}
 		}
 	}
-	for _, row := range rep.Reconstruction.Rows {
+	for _, row := range storedList(t, db, rep.Reconstruction) {
 		switch row.Role {
 		case RoleReceived:
 			a.received[row.Tenant] = true

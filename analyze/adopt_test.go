@@ -62,6 +62,7 @@ func TestRunAdoptsTheLinksFacts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		withStoredList(t, db, rep)
 		for _, x := range rep.Runs {
 			if x.Run.Status == StatusError {
 				t.Fatalf("%s: %s", x.Run.Analyzer, x.Run.Error)

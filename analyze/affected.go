@@ -33,7 +33,14 @@ type Reconstruction struct {
 	ID      string
 	CaseID  string
 	Created time.Time
-	Rows    []AffectedRow
+	// Rows are the list's rows. Those of a stored reconstruction
+	// (Reconstruct, Report.Reconstruction) carry no request keys, finding
+	// ids or evidence lines: the server folded those
+	// (domain.AffectedStage), and AffectedRows or LatestAffected read them
+	// back.
+	Rows []AffectedRow
+	// stage holds the keys and lines of Rows until they are stored.
+	stage domain.AffectedStage
 }
 
 type victim struct {
@@ -116,7 +123,7 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 		return nil, err
 	}
 	fs = withHeld(fs, held.fs)
-	rec, updated, err := buildReconstructionFindings(ctx, d, fs)
+	rec, updated, err := buildReconstructionFindings(ctx, d, fs, r.DB.StageAffected())
 	if err != nil {
 		return nil, err
 	}
@@ -125,9 +132,10 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 	}
 	rec.Created = r.now()
 	rec.CaseID = r.CaseID
-	if err := r.DB.SaveAffected(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
+	if err := rec.stage.Save(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
 		return nil, err
 	}
+	rec.stage = nil
 	idx := make(map[string]int, len(held.fs))
 	for i, f := range held.fs {
 		idx[f.ID] = i
@@ -183,8 +191,10 @@ func withHeld(fs, held []Finding) []Finding {
 	return out
 }
 
+// buildReconstruction folds the list in memory, every row whole: the
+// reference the tests hold the server's fold to.
 func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, error) {
-	rec, _, err := buildReconstructionFindings(ctx, d, fs)
+	rec, _, err := buildReconstructionFindings(ctx, d, fs, nil)
 	return rec, err
 }
 
@@ -194,8 +204,19 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 // the victims and the sources their findings name; the page or replayed
 // lineage of each victim's pages and the writers it names; the node
 // window where neither exists; the fold into per-tenant rows; and the
-// foreign tenants written back into the victim findings.
-func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, []foreignUpdate, error) {
+// foreign tenants written back into the victim findings. With a stage,
+// the rows' request keys and evidence lines go to it as they are folded,
+// and the reconstruction returned carries it to be saved (nil: the rows
+// are folded whole in memory); on an error it is discarded.
+func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding, stage domain.AffectedStage) (
+	rec *Reconstruction, updated []foreignUpdate, err error) {
+	if stage != nil {
+		defer func() {
+			if err != nil {
+				err = errors.Join(err, stage.Discard(ctx))
+			}
+		}()
+	}
 	if err := d.ensureFacts(ctx, namedKeys(fs), nil); err != nil {
 		return nil, nil, err
 	}
@@ -221,7 +242,9 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 	// to the end, those were 42 MiB at scale 100. Only the new lists are
 	// kept, not the findings: a copy of each was 37 MiB there.
 	list := affectedList{rows: map[string]*affectedAcc{}, findingIDs: ids}
-	var updated []foreignUpdate
+	if stage != nil {
+		list.stage = &listStage{ctx: ctx, to: stage}
+	}
 	fold := func(v *victim) {
 		if refs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(refs) > 0 {
 			tenants, keys := foreignOf(refs)
@@ -256,13 +279,19 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding) 
 			addLineageSources(v, lineage[v.room], owners)
 			fold(v)
 		}
+		if list.stage != nil && list.stage.err != nil {
+			return nil, nil, list.stage.err
+		}
 	}
 	// No replay possible (no room, no DP rank, no decode boot): every other
 	// tenant served on the same decode node and rank in the hours before.
 	if err := addWindowSources(ctx, d, fallback, fold); err != nil {
 		return nil, nil, err
 	}
-	rec := &Reconstruction{Rows: list.sorted()}
+	rec = &Reconstruction{Rows: list.sorted(), stage: stage}
+	if list.stage != nil && list.stage.err != nil {
+		return nil, nil, list.stage.err
+	}
 	ids = uniqSortedStr(ids)
 	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
 	rec.ID = hex.EncodeToString(h[:12])
@@ -534,6 +563,37 @@ type affectedList struct {
 	rows map[string]*affectedAcc
 	// findingIDs is the table of victim findings the rows' finds index.
 	findingIDs []string
+	// stage, when set, takes the rows' request keys and evidence lines
+	// instead of the rows: they grow with the exposed requests (868,775
+	// keys and 29 MiB of lines at incident-2026 scale 100), the rest of a
+	// row with the tenants, nodes and findings.
+	stage *listStage
+}
+
+// listStage is a domain.AffectedStage being fed by a fold, which has no
+// error to return: the first error is kept, and nothing more is sent.
+type listStage struct {
+	ctx context.Context
+	to  domain.AffectedStage
+	err error
+}
+
+func (s *listStage) addFinding(role domain.Role, tenant, id string) {
+	if s.err == nil {
+		s.err = s.to.AddFinding(s.ctx, role, tenant, id)
+	}
+}
+
+func (s *listStage) add(role domain.Role, tenant, key string, lines ...[]uint64) {
+	if s.err != nil {
+		return
+	}
+	s.err = s.to.AddKey(s.ctx, role, tenant, key)
+	for _, l := range lines {
+		if s.err == nil && len(l) > 0 {
+			s.err = s.to.AddLines(s.ctx, role, tenant, l)
+		}
+	}
 }
 
 // add counts one request (and its findings, tokens and evidence) on the
@@ -553,10 +613,10 @@ func (l affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model
 	if tier != "" && (a.row.Tier == "" || tier.Rank() < a.row.Tier.Rank()) {
 		a.row.Tier = tier
 	}
-	a.row.RequestKeys = append(a.row.RequestKeys, key)
-	if len(a.row.RequestKeys) > compactAbove(a.keysUniq) {
-		a.row.RequestKeys = uniqSorted(a.row.RequestKeys)
-		a.keysUniq = len(a.row.RequestKeys)
+	if l.stage != nil {
+		l.stage.add(role, tenant, key, evidence, more)
+	} else {
+		a.keep(key, evidence, more)
 	}
 	for _, f := range findings {
 		a.finds.add(f)
@@ -566,12 +626,6 @@ func (l affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model
 	}
 	a.row.PromptTokens += prompt
 	a.row.OutputTokens += output
-	a.row.Evidence = append(a.row.Evidence, evidence...)
-	a.row.Evidence = append(a.row.Evidence, more...)
-	if len(a.row.Evidence) > compactAbove(a.evidenceUniq) {
-		a.row.Evidence = uniqSortedU64(a.row.Evidence)
-		a.evidenceUniq = len(a.row.Evidence)
-	}
 	if !ts.IsZero() && (a.row.First.IsZero() || ts.Before(a.row.First)) {
 		a.row.First = ts
 	}
@@ -590,6 +644,21 @@ func (l affectedList) add(role domain.Role, tier domain.Tier, tenant, key, model
 		}
 	}
 	a.row.Confidence = max(a.row.Confidence, conf)
+}
+
+// keep adds a request key and evidence lines to the row itself (no stage).
+func (a *affectedAcc) keep(key string, evidence, more []uint64) {
+	a.row.RequestKeys = append(a.row.RequestKeys, key)
+	if len(a.row.RequestKeys) > compactAbove(a.keysUniq) {
+		a.row.RequestKeys = uniqSorted(a.row.RequestKeys)
+		a.keysUniq = len(a.row.RequestKeys)
+	}
+	a.row.Evidence = append(a.row.Evidence, evidence...)
+	a.row.Evidence = append(a.row.Evidence, more...)
+	if len(a.row.Evidence) > compactAbove(a.evidenceUniq) {
+		a.row.Evidence = uniqSortedU64(a.row.Evidence)
+		a.evidenceUniq = len(a.row.Evidence)
+	}
 }
 
 // foldVictim adds one victim: each source of another tenant is exposed,
@@ -651,32 +720,33 @@ type foreignRef struct{ tenant, key string }
 
 // sorted finishes the rows (counts, sorted and unique lists) in list
 // order: received first, then exposed from the most certain tier down.
+// With a stage the rows have no keys, finding ids or lines (the stage has
+// them), and their Requests are counted when they are saved.
 func (l affectedList) sorted() []AffectedRow {
 	var out []AffectedRow
 	for _, a := range l.rows {
-		a.row.RequestKeys = uniqSorted(a.row.RequestKeys)
-		a.row.Requests = len(a.row.RequestKeys)
-		a.finds.each(func(i int) { a.row.FindingIDs = append(a.row.FindingIDs, l.findingIDs[i]) })
+		if l.stage == nil {
+			a.row.RequestKeys = uniqSorted(a.row.RequestKeys)
+			a.row.Requests = len(a.row.RequestKeys)
+		}
+		if l.stage != nil {
+			a.finds.each(func(i int) { l.stage.addFinding(a.row.Role, a.row.Tenant, l.findingIDs[i]) })
+		} else {
+			a.finds.each(func(i int) { a.row.FindingIDs = append(a.row.FindingIDs, l.findingIDs[i]) })
+		}
 		a.finds = nil
 		a.row.Models = uniqSortedStr(a.row.Models)
 		a.row.Nodes = uniqSortedStr(a.row.Nodes)
 		a.row.Counterparts = uniqSortedStr(a.row.Counterparts)
-		a.row.Evidence = uniqSortedU64(a.row.Evidence)
+		if l.stage == nil {
+			a.row.Evidence = uniqSortedU64(a.row.Evidence)
+		}
 		slices.Sort(a.row.FindingIDs)
 		a.row.FindingIDs = slices.Compact(a.row.FindingIDs)
 		a.row.Confidence = clamp01(a.row.Confidence)
 		out = append(out, a.row)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		x, y := out[i], out[j]
-		if x.Role != y.Role {
-			return x.Role.Rank() < y.Role.Rank() // received first
-		}
-		if x.Tier != y.Tier {
-			return x.Tier.Rank() < y.Tier.Rank() // most certain first
-		}
-		return x.Tenant < y.Tenant
-	})
+	sortList(out)
 	return out
 }
 

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/chstore"
@@ -94,4 +97,69 @@ func keysOf(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// storedList is the list rec was stored as, read back whole, in list
+// order.
+func storedList(t *testing.T, db AffectedReader, rec *Reconstruction) []AffectedRow {
+	t.Helper()
+	_, rows, err := db.AffectedRows(context.Background(), rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sortList(rows)
+	return rows
+}
+
+// heads is rows without their request keys, finding ids and evidence
+// lines, as a stored reconstruction returns them.
+func heads(rows []AffectedRow) []AffectedRow {
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].RequestKeys, out[i].FindingIDs, out[i].Evidence = nil, nil, nil
+	}
+	return out
+}
+
+// sameList fails t unless two lists are the same row for row, an empty
+// list the same as none.
+func sameList(t *testing.T, an string, a []AffectedRow, bn string, b []AffectedRow) {
+	t.Helper()
+	norm := func(rows []AffectedRow) []AffectedRow {
+		out := slices.Clone(rows)
+		for i := range out {
+			r := &out[i]
+			for _, l := range []*[]string{&r.Models, &r.Nodes, &r.RequestKeys, &r.FindingIDs, &r.Counterparts} {
+				if len(*l) == 0 {
+					*l = nil
+				}
+			}
+			if len(r.Evidence) == 0 {
+				r.Evidence = nil
+			}
+			r.First, r.Last = r.First.UTC().Truncate(time.Second), r.Last.UTC().Truncate(time.Second) // stored as DateTime
+		}
+		return out
+	}
+	x, y := norm(a), norm(b)
+	if len(x) != len(y) {
+		t.Errorf("%s: %d rows, %s: %d", an, len(x), bn, len(y))
+	}
+	for i := range min(len(x), len(y)) {
+		if !reflect.DeepEqual(x[i], y[i]) {
+			t.Errorf("row %d differs:\n%s %+v\n%s %+v", i, an, x[i], bn, y[i])
+			return
+		}
+	}
+}
+
+// withStoredList gives rep's list its rows as stored, read back whole
+// right after the run, for the tests that compare two runs' lists: a
+// later run of the same reconstruction stores under the same id.
+func withStoredList(t *testing.T, db AffectedReader, rep *Report) *Report {
+	t.Helper()
+	if rep.Reconstruction != nil {
+		rep.Reconstruction.Rows = storedList(t, db, rep.Reconstruction)
+	}
+	return rep
 }

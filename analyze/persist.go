@@ -19,8 +19,15 @@ func LatestAffected(ctx context.Context, db AffectedReader) (*Reconstruction, er
 	if rec.CaseID, rec.Rows, err = db.AffectedRows(ctx, id); err != nil {
 		return nil, err
 	}
-	sort.SliceStable(rec.Rows, func(i, j int) bool {
-		x, y := rec.Rows[i], rec.Rows[j]
+	sortList(rec.Rows)
+	return rec, nil
+}
+
+// sortList puts rows in list order: received first, then exposed from the
+// most certain tier down, each by tenant.
+func sortList(rows []AffectedRow) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		x, y := rows[i], rows[j]
 		if x.Role != y.Role {
 			return x.Role.Rank() < y.Role.Rank()
 		}
@@ -29,5 +36,4 @@ func LatestAffected(ctx context.Context, db AffectedReader) (*Reconstruction, er
 		}
 		return x.Tenant < y.Tenant
 	})
-	return rec, nil
 }

@@ -70,11 +70,13 @@ func TestIncident2026(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		withStoredList(t, db, first)
 		r.Now = func() time.Time { return testNow.Add(time.Hour) }
 		second, err := r.Run(context.Background(), Window{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		withStoredList(t, db, second)
 		for i := range first.Runs {
 			a, b := strip(first.Runs[i].Findings), strip(second.Runs[i].Findings)
 			if !reflect.DeepEqual(a, b) {

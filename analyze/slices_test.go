@@ -47,6 +47,7 @@ func TestSlicedAnalysisEqualsWhole(t *testing.T) {
 					t.Fatalf("run (slices of %d): %v", sliceReq, err)
 				}
 				t.Logf("slices of %d (lean %v): %d slices in %v", sliceReq, lean, rep.Slices, time.Since(t0))
+				withStoredList(t, db, rep)
 				for _, x := range rep.Runs {
 					if x.Run.Status == StatusError {
 						t.Fatalf("%s: %s", x.Run.Analyzer, x.Run.Error)

@@ -80,6 +80,8 @@ type Results interface {
 	// server, and that keep accepts (nil: all), filtered as they are read.
 	LatestFindingsWhere(ctx context.Context, floor domain.SeverityFloor, keep func(*domain.Finding) bool) ([]domain.Finding, error)
 	SaveAffected(ctx context.Context, id, caseID string, created time.Time, rows []domain.AffectedRow) error
+	// StageAffected starts a notification list stored as it is folded.
+	StageAffected() domain.AffectedStage
 	SaveFindingForeign(ctx context.Context, fs []domain.Finding) error
 	AffectedReader
 }

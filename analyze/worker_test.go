@@ -156,7 +156,7 @@ func TestWorkersEqualSingleRun(t *testing.T) {
 	if next.Adopted == 0 || next.Adopted != link.Digest.N || next.Relinked {
 		t.Errorf("the analysis after the job adopted %d rows (relinked %v), want the job's %d", next.Adopted, next.Relinked, link.Digest.N)
 	}
-	sameAnalysis(t, single, next)
+	sameAnalysis(t, single, withStoredList(t, db, next))
 }
 
 // workerRun is a worker's report and the store it ran on.
@@ -177,6 +177,7 @@ func runTwoWorkers(t *testing.T, a, b *memClaims, poll time.Duration) (single *R
 	if err != nil {
 		t.Fatal(err)
 	}
+	withStoredList(t, db, single)
 	job = NewJobID(testNow.Add(time.Minute))
 	var wg sync.WaitGroup
 	reps = make([]workerRun, 2)
@@ -197,6 +198,7 @@ func runTwoWorkers(t *testing.T, a, b *memClaims, poll time.Duration) (single *R
 	if reps[1].Report == nil {
 		t.Fatal("worker b did not finish the job")
 	}
+	withStoredList(t, db, reps[1].Report)
 	return single, job, reps
 }
 

@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // AffectedRow is one line of the notification list: one tenant on one side
 // of the incident (and, for the exposed side, at one tier).
@@ -36,4 +39,23 @@ type Gap struct {
 	Source   string
 	From, To time.Time
 	Reason   string
+}
+
+// AffectedStage is a notification list stored while it is folded: each
+// row's request keys, finding ids and evidence lines go to the store as
+// they are found, so no process holds a whole list, and Save folds them
+// into the stored rows, each list sorted and unique. A row is named by
+// its role and tenant.
+type AffectedStage interface {
+	AddKey(ctx context.Context, role Role, tenant, key string) error
+	AddFinding(ctx context.Context, role Role, tenant, id string) error
+	// AddLines adds evidence lines; 0 is no line.
+	AddLines(ctx context.Context, role Role, tenant string, lines []uint64) error
+	// Save stores the list under id: rows give every column but those
+	// added (each row's own RequestKeys, FindingIDs and Evidence are added
+	// to them), and Save sets each row's Requests to the number of its
+	// distinct keys. The stage is gone after it, saved or not.
+	Save(ctx context.Context, id, caseID string, created time.Time, rows []AffectedRow) error
+	// Discard drops what was added, unsaved.
+	Discard(ctx context.Context) error
 }

@@ -27,6 +27,12 @@ type tierDB interface {
 	Query(ctx context.Context, sql string, args ...any) (driver.Rows, error)
 }
 
+// listDB is a tierDB that reads the stored notification list back.
+type listDB interface {
+	tierDB
+	analyze.AffectedReader
+}
+
 // On the same fixture data, ingested by the same code, the analyzers and the
 // affected reconstruction give the same results on ClickHouse 26.7, with
 // the modern schema, as on 18.16 with the portable one: the same findings
@@ -152,7 +158,7 @@ type outcome struct {
 	lines    []string
 }
 
-func collect(t *testing.T, db tierDB, rep *analyze.Report) *outcome {
+func collect(t *testing.T, db listDB, rep *analyze.Report) *outcome {
 	t.Helper()
 	o := &outcome{}
 	ids := map[uint64]bool{}
@@ -165,7 +171,12 @@ func collect(t *testing.T, db tierDB, rep *analyze.Report) *outcome {
 			}
 		}
 	}
-	for _, r := range rep.Reconstruction.Rows {
+	// The list as stored: each engine folded its keys and lines.
+	_, rows, err := db.AffectedRows(context.Background(), rep.Reconstruction.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
 		o.affected = append(o.affected, fmt.Sprintf("%+v", r))
 	}
 	o.facts = rowsOf(t, db, `SELECT request_key, tenant, toString(ts), toString(ts_ns), toString(bootstrap_room), prefill_node, decode_node, links

@@ -274,13 +274,10 @@ func (s *Store) saveFindingKeys(ctx context.Context, fs []domain.Finding, foreig
 	return b.flush(ctx)
 }
 
-// The lookup tables' columns as their writers send them.
-var (
-	findingKeyColumns  = []string{"key", "finding_id", "analyzer", "ts", "run_id"}
-	affectedKeyColumns = []string{"reconstruction_id", "key", "affected_role", "tenant"}
-)
+// findingKeyColumns are finding_keys' columns as SaveFindings sends them.
+var findingKeyColumns = []string{"key", "finding_id", "analyzer", "ts", "run_id"}
 
-// keyBatch sends the rows of a lookup table (finding_keys, affected_keys)
+// keyBatch sends the rows of a lookup table (finding_keys)
 // in inserts of anKeyBatch rows, one slice per column (split): row by row,
 // the driver boxed every value, 580,497 allocations for 80,000 keys
 // against 100,532 (BenchmarkSaveFindingKeys). The columns are built
@@ -371,73 +368,17 @@ func (s *Store) KnownFindingIDs(ctx context.Context, analyzer, version string) (
 	return out, rows.Err()
 }
 
-// affectedColumns are the affected table's columns as SaveAffected sends
-// them.
-var affectedColumns = strings.Fields(`reconstruction_id case_id tenant affected_role requests first_ts
- last_ts models nodes confidence request_keys finding_ids created_at tier counterparts prompt_tokens
- output_tokens evidence_line_ids`)
-
 // SaveAffected writes one reconstruction of the notification list: its
-// rows under id, for caseID ("" outside a case), created at created.
+// rows under id, for caseID ("" outside a case), created at created, with
+// the lookup rows of their request keys and finding ids. It folds them as
+// a stage does (StageAffected): each row's lists are stored sorted and
+// unique, and its request count is that of its distinct keys.
 func (s *Store) SaveAffected(ctx context.Context, id, caseID string, created time.Time, rows []domain.AffectedRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	// Column by column, as findings (saveFindings): at incident scale a
-	// row's request keys and evidence run to hundreds of thousands.
-	n := len(rows)
-	var (
-		ids, cases, tenants, roles, tiers  = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		requests                           = make([]uint64, n)
-		first, last, createdAt             = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-		models, nodes, keys, finds, counts = make([][]string, n), make([][]string, n), make([][]string, n), make([][]string, n), make([][]string, n)
-		conf                               = make([]float64, n)
-		prompt, output                     = make([]int64, n), make([]int64, n)
-		evidence                           = make([][]uint64, n)
-	)
-	for i, a := range rows {
-		ids[i], cases[i], tenants[i], roles[i], tiers[i] = id, caseID, a.Tenant, string(a.Role), string(a.Tier)
-		requests[i], first[i], last[i], createdAt[i] = uint64(a.Requests), a.First.UTC(), a.Last.UTC(), created
-		models[i], nodes[i], keys[i], finds[i], counts[i] = anStrings(a.Models), anStrings(a.Nodes), anStrings(a.RequestKeys),
-			anStrings(a.FindingIDs), anStrings(a.Counterparts)
-		conf[i], prompt[i], output[i], evidence[i] = a.Confidence, a.PromptTokens, a.OutputTokens, anU64s(a.Evidence)
-	}
-	if err := s.insertColumns(ctx, "affected", affectedColumns, ids, cases, tenants, roles, requests, first, last, models,
-		nodes, conf, keys, finds, createdAt, tiers, counts, prompt, output, evidence); err != nil {
-		return err
-	}
-	return s.saveAffectedKeys(ctx, id, rows)
+	return s.StageAffected().Save(ctx, id, caseID, created, rows)
 }
 
 // anKeyBatch bounds one insert into a lookup table.
 const anKeyBatch = 100_000
-
-// saveAffectedKeys writes the lookup rows of a reconstruction: one per
-// request key ('r:') and finding id ('f:') of each row, with its role and
-// tenant (migration 0012 says why kvtrail, not a view, writes them).
-func (s *Store) saveAffectedKeys(ctx context.Context, id string, rows []domain.AffectedRow) error {
-	type key struct{ key, role, tenant string }
-	b := keyBatch[key]{s: s, table: "affected_keys", columns: affectedKeyColumns, split: func(rows []key) []any {
-		ids, keys, roles, tenants := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
-		for i, k := range rows {
-			ids[i], keys[i], roles[i], tenants[i] = id, k.key, k.role, k.tenant
-		}
-		return []any{ids, keys, roles, tenants}
-	}}
-	for _, a := range rows {
-		for _, pre := range []struct {
-			p    string
-			list []string
-		}{{"r:", a.RequestKeys}, {"f:", a.FindingIDs}} {
-			for _, k := range pre.list {
-				if err := b.add(ctx, key{pre.p + k, string(a.Role), a.Tenant}); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return b.flush(ctx)
-}
 
 const anLatestReconstructionSQL = `SELECT reconstruction_id, max(created_at) FROM affected GROUP BY reconstruction_id`
 

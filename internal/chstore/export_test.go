@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
 )
@@ -79,4 +80,10 @@ func SetLinesPerQuery(which string, n int) (restore func()) {
 // block path).
 func InsertColumns(ctx context.Context, s *Store, table string, columns []string, cols ...any) error {
 	return s.insertColumns(ctx, table, columns, cols...)
+}
+
+// DropStaleStages drops the staged notification lists whose newest part
+// is older than before.
+func (s *Store) DropStaleStages(ctx context.Context, before time.Time) error {
+	return s.dropStaleStages(ctx, before)
 }

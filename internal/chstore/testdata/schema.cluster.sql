@@ -840,3 +840,27 @@ ORDER BY version
 SETTINGS index_granularity = 8192;
 
 CREATE TABLE IF NOT EXISTS kvtrail.fact_links ON CLUSTER kvtrail_cluster AS kvtrail.fact_links_local ENGINE = Distributed(kvtrail_cluster, kvtrail, fact_links_local, cityHash64(version));
+
+-- 0019_affected_stage.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected_stage_local ON CLUSTER kvtrail_cluster
+(
+    build_id       String,
+    affected_role  String,
+    tenant         String,
+    kind           String,
+    value          String,
+    line_id        UInt64,
+    tier           String,
+    first_ts       DateTime,
+    last_ts        DateTime,
+    confidence     Float64,
+    prompt_tokens  Int64,
+    output_tokens  Int64
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/kvtrail/affected_stage_local', '{replica}')
+PARTITION BY build_id
+ORDER BY build_id
+SETTINGS index_granularity = 8192;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected_stage ON CLUSTER kvtrail_cluster AS kvtrail.affected_stage_local ENGINE = Distributed(kvtrail_cluster, kvtrail, affected_stage_local, cityHash64(build_id));

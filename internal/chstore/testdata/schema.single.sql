@@ -750,3 +750,25 @@ CREATE TABLE IF NOT EXISTS kvtrail.fact_links
 ENGINE = MergeTree
 ORDER BY version
 SETTINGS index_granularity = 8192;
+
+-- 0019_affected_stage.sql;
+
+CREATE TABLE IF NOT EXISTS kvtrail.affected_stage 
+(
+    build_id       String,
+    affected_role  String,
+    tenant         String,
+    kind           String,
+    value          String,
+    line_id        UInt64,
+    tier           String,
+    first_ts       DateTime,
+    last_ts        DateTime,
+    confidence     Float64,
+    prompt_tokens  Int64,
+    output_tokens  Int64
+)
+ENGINE = MergeTree
+PARTITION BY build_id
+ORDER BY build_id
+SETTINGS index_granularity = 8192;
