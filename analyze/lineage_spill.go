@@ -24,12 +24,37 @@ type lineageSet struct {
 	rs  recordSpill
 	enc []byte
 	at  map[uint64]lineageAt
+	// notes are lanes' notes, which their victims are read with: a lane
+	// spills its victims before it knows how many of its requests had no
+	// Finish line (laneStream.spillFinal).
+	notes []string
 }
 
-// lineageAt is where a room's lineage is, and which node answered it.
+// lineageAt is where a room's lineage is, which node (and lane of it)
+// answered it, and its lane's note (an index in notes, plus one).
 type lineageAt struct {
 	off  int64
 	node int
+	lane laneOrder
+	note int32
+}
+
+// laneOrder is a lane's place in its node's answer: lanes end in boot,
+// then rank order, a later lane's answer for a room replacing an
+// earlier's.
+type laneOrder struct {
+	at   int64 // the boot's start, ns
+	rank int16
+}
+
+func (a lineageAt) after(node int, lane laneOrder) bool {
+	if a.node != node {
+		return a.node > node
+	}
+	if a.lane.at != lane.at {
+		return a.lane.at > lane.at
+	}
+	return a.lane.rank > lane.rank
 }
 
 func newLineageSet() *lineageSet {
@@ -43,17 +68,48 @@ func (l *lineageSet) add(node int, lineage map[uint64]*VictimReplay) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for room, vr := range lineage {
-		if old, ok := l.at[room]; ok && old.node > node {
-			continue
-		}
-		off := l.rs.size
-		l.enc = encodeVictimReplay(l.enc[:0], room, vr)
-		if err := l.rs.add(l.enc); err != nil {
+		if err := l.addLocked(node, laneOrder{}, 0, room, vr); err != nil {
 			return err
 		}
-		l.at[room] = lineageAt{off, node}
 	}
 	return nil
+}
+
+// addVictim spills one victim's lineage as node's lane found it, read
+// with the lane's note (0: none). A room answered twice keeps the later
+// node's, or the later lane's of one node, or (from one lane) the one
+// added last.
+func (l *lineageSet) addVictim(node int, lane laneOrder, note int32, room uint64, vr *VictimReplay) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.addLocked(node, lane, note, room, vr)
+}
+
+func (l *lineageSet) addLocked(node int, lane laneOrder, note int32, room uint64, vr *VictimReplay) error {
+	if old, ok := l.at[room]; ok && old.after(node, lane) {
+		return nil
+	}
+	off := l.rs.size
+	l.enc = encodeVictimReplay(l.enc[:0], room, vr)
+	if err := l.rs.add(l.enc); err != nil {
+		return err
+	}
+	l.at[room] = lineageAt{off: off, node: node, lane: lane, note: note}
+	return nil
+}
+
+// newNote reserves a lane's note, empty until setNote.
+func (l *lineageSet) newNote() int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.notes = append(l.notes, "")
+	return int32(len(l.notes))
+}
+
+func (l *lineageSet) setNote(at int32, note string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.notes[at-1] = note
 }
 
 // has reports whether room has a lineage.
@@ -86,6 +142,10 @@ func (l *lineageSet) get(room uint64) (*VictimReplay, error) {
 	got, vr, err := decodeVictimReplay(b)
 	if err == nil && got != room {
 		err = fmt.Errorf("%w: room %d's lineage reads as room %d's", errSpilled, room, got)
+	}
+	if err == nil && at.note > 0 && l.notes[at.note-1] != "" {
+		// The lane's note comes first, as the lane's end wrote it.
+		vr.Uncertain = append([]string{l.notes[at.note-1]}, vr.Uncertain...)
 	}
 	return vr, err
 }

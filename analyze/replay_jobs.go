@@ -211,7 +211,7 @@ func (jr *jobReplay) work(ctx context.Context, a *sharedAsk) (bool, error) {
 func (jr *jobReplay) node(ctx context.Context, a *sharedAsk, i int, lease Lease) error {
 	stop := renewing(ctx, lease, jr.job.Lease, jr.r.Log)
 	defer stop()
-	ans, err := jr.d.replayNode(ctx, a.j, a.j.nodes[i])
+	ans, err := jr.d.replayNode(ctx, a.j, i, nil) // the answer goes to the other workers whole
 	if err != nil {
 		return err
 	}

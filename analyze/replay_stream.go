@@ -88,7 +88,7 @@ func (d *Dataset) replayNodes(ctx context.Context, j replayJob) ([]replayAnswer,
 	res := make([]replayAnswer, len(j.nodes))
 	err := eachAtOnce(ctx, len(j.nodes), d.Cfg.ReplayWorkers, func(ctx context.Context, i int) error {
 		var err error
-		if res[i], err = d.replayNode(ctx, j, j.nodes[i]); err != nil {
+		if res[i], err = d.replayNode(ctx, j, i, j.into); err != nil {
 			return err
 		}
 		return j.spill(i, &res[i])
@@ -108,13 +108,22 @@ func (j replayJob) spill(i int, a *replayAnswer) error {
 	return nil
 }
 
-// replayNode replays one decode node of j.
-func (d *Dataset) replayNode(ctx context.Context, j replayJob, node string) (replayAnswer, error) {
+// replayNode replays one decode node of j, its i'th. With into set, the
+// victims' lineage goes there as the lanes find it.
+func (d *Dataset) replayNode(ctx context.Context, j replayJob, i int, into *lineageSet) (replayAnswer, error) {
+	node := j.nodes[i]
 	n := newNodeReplay(d, node, j.placeholder, j.ask)
+	if into != nil {
+		n.sink = &laneSink{set: into, node: i}
+	}
 	if err := d.DB.ScanDecodeNodeLines(ctx, j.from, j.to, node, n.line); err != nil {
 		return replayAnswer{}, fmt.Errorf("replay decode node %s: %w", node, err)
 	}
-	return n.finish(), nil
+	ans := n.finish()
+	if n.sink != nil && n.sink.err != nil {
+		return replayAnswer{}, fmt.Errorf("replay decode node %s: %w", node, n.sink.err)
+	}
+	return ans, nil
 }
 
 // eachAtOnce calls fn for 0..n-1, up to workers at once (default one per
@@ -176,6 +185,9 @@ type nodeReplay struct {
 	lanes       map[laneID]*laneStream
 	prev        rowRef
 	now         time.Time
+	// sink, when set, takes the victims' lineage as the lanes find it
+	// (laneStream.sink); the node's answer then has none.
+	sink *laneSink
 }
 
 // rowRef names one row of a typed table: its line and its message in the
@@ -249,6 +261,9 @@ func (n *nodeReplay) admit(r *rreq) *laneStream {
 	ls, ok := n.lanes[id]
 	if !ok {
 		ls = newLaneStream(n.d, id, n.ask)
+		if ls != nil {
+			ls.sink, ls.d, ls.node = n.sink, n.d, n.node
+		}
 		n.lanes[id] = ls
 	}
 	if ls == nil {
@@ -305,6 +320,40 @@ type laneStream struct {
 	// result needs after their records may be gone.
 	compactAt int
 	wantRecv  map[uint64]time.Time
+	// sink, when set, takes the lane's victims as soon as they are final
+	// (spillFinal) and at the lane's end, instead of the node's answer;
+	// d and node are what a victim's lineage is made with, noteAt the
+	// lane's note in the sink's set (0: none yet).
+	sink   *laneSink
+	d      *Dataset
+	node   string
+	noteAt int32
+}
+
+// laneSink takes a node's lanes' victims into a lineageSet as they come.
+// The first error is kept, and nothing more is added.
+type laneSink struct {
+	set  *lineageSet
+	node int
+	err  error
+}
+
+func (s *laneSink) add(ls *laneStream, room uint64, vr *VictimReplay) {
+	if s.err == nil {
+		s.err = s.set.addVictim(s.node, laneOrder{ls.id.boot.At.UnixNano(), ls.id.rank}, s.slot(ls), room, vr)
+	}
+}
+
+// note sets the lane's note, which its victims are read with.
+func (s *laneSink) note(ls *laneStream, note string) {
+	s.set.setNote(s.slot(ls), note)
+}
+
+func (s *laneSink) slot(ls *laneStream) int32 {
+	if ls.noteAt == 0 {
+		ls.noteAt = s.set.newNote()
+	}
+	return ls.noteAt
 }
 
 // flushMin is the fewest pending operations a lane runs at a time (a flush
@@ -532,6 +581,7 @@ func (ls *laneStream) flush(now time.Time, final bool) {
 	}
 	ls.pending = append(ls.pending[:0], ls.pending[k:]...)
 	ls.flushAt = max(flushMin, 2*len(ls.pending))
+	ls.spillFinal(ls.d, ls.node)
 }
 
 // finish runs what is left (requests without a Finish hold their pages to
@@ -562,62 +612,110 @@ func (ls *laneStream) finish(d *Dataset, node string, out replayAnswer) {
 		slices.Sort(u)
 		out.held[room] = slices.Compact(u)
 	}
-	b := ls.id.boot
-	gapped := func(t time.Time) bool {
-		for _, g := range d.Gaps {
-			if g.Node == node && g.To.After(t.Add(-4*time.Hour)) && g.From.Before(t) {
-				return true
-			}
+	if ls.sink != nil {
+		// The lane's unknown count is final now: the victims spilled
+		// before are read with it (lineageSet.get), as are the rest.
+		inline := len(results) > 1
+		if !inline && ls.unknown > 0 {
+			ls.sink.note(ls, unknownNote(ls.unknown))
 		}
-		return false
+		for room := range results[0] {
+			ls.sink.add(ls, room, ls.victim(d, node, room, results, inline))
+		}
+		return
 	}
-	for room, first := range results[0] {
-		vr := &VictimReplay{Room: room, Node: node, Rank: ls.id.rank, Boot: b.ID, PageSize: ls.ps,
-			Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines}
-		inAll := func(w uint64) bool {
-			for _, res := range results {
-				if r := res[room]; r == nil || r.Likely[w] == nil {
-					return false
-				}
-			}
-			return true
-		}
+	for room := range results[0] {
+		out.lineage[room] = ls.victim(d, node, room, results, true)
+	}
+}
+
+// spillFinal hands the sink the victims the lane has answered so far,
+// when the lane is replayed in one order: a victim's lineage is then
+// final at its prealloc (laneRun.step), and it is let go. Held to the
+// lane's end (lanes end with their node's lines), the victims' writers
+// were 42 MiB of abort_reuse's replay at incident-2026 scale 100, two
+// nodes at once, growing with the window. A lane still replayed in both
+// orders (second-granular logs) keeps its victims: a writer is likely
+// only if both orders have it, and the second order may still be dropped.
+func (ls *laneStream) spillFinal(d *Dataset, node string) {
+	if ls.sink == nil || len(ls.runs) != 1 || len(ls.runs[0].res) == 0 {
+		return
+	}
+	results := []map[uint64]*VictimReplay{ls.runs[0].res}
+	for room := range results[0] {
+		ls.sink.add(ls, room, ls.victim(d, node, room, results, false))
+	}
+	clear(ls.runs[0].res)
+}
+
+// unknownNote is what a lane's requests without a Finish line make of its
+// victims' lineage.
+func unknownNote(n int) string {
+	return strconv.Itoa(n) + " requests without a Finish line in the lane"
+}
+
+// victim is room's lineage as one replay of the whole lane reports it,
+// from the lane's orders' results: a writer is likely if every order has
+// it likely. withUnknown adds the lane's count of requests without a
+// Finish, known only at the lane's end.
+func (ls *laneStream) victim(d *Dataset, node string, room uint64, results []map[uint64]*VictimReplay, withUnknown bool) *VictimReplay {
+	b := ls.id.boot
+	first := results[0][room]
+	vr := &VictimReplay{Room: room, Node: node, Rank: ls.id.rank, Boot: b.ID, PageSize: ls.ps,
+		Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{}, Lines: first.Lines}
+	inAll := func(w uint64) bool {
 		for _, res := range results {
-			r := res[room]
-			if r == nil {
-				continue
-			}
-			for w, s := range r.Likely {
-				dst := vr.Possible
-				if inAll(w) {
-					dst = vr.Likely
-				}
-				mergeSource(dst, w, s)
-			}
-			for w, s := range r.Possible {
-				if vr.Likely[w] == nil && !inAll(w) {
-					mergeSource(vr.Possible, w, s)
-				}
+			if r := res[room]; r == nil || r.Likely[w] == nil {
+				return false
 			}
 		}
-		for w := range vr.Likely {
-			delete(vr.Possible, w)
+		return true
+	}
+	for _, res := range results {
+		r := res[room]
+		if r == nil {
+			continue
 		}
-		if ls.coarse {
-			vr.Uncertain = append(vr.Uncertain, "same-second lines replayed in both orders")
+		for w, s := range r.Likely {
+			dst := vr.Possible
+			if inAll(w) {
+				dst = vr.Likely
+			}
+			mergeSource(dst, w, s)
 		}
-		if ls.unknown > 0 {
-			vr.Uncertain = append(vr.Uncertain, strconv.Itoa(ls.unknown)+" requests without a Finish line in the lane")
-		}
-		if t := ls.wantRecv[room]; gapped(t) {
-			// A completeness gap before the read: requests may be missing
-			// from the replay, so no writer is more than possible.
-			vr.Uncertain = append(vr.Uncertain, "completeness gap on the node in the 4 h before the read")
-			for w, s := range vr.Likely {
+		for w, s := range r.Possible {
+			if vr.Likely[w] == nil && !inAll(w) {
 				mergeSource(vr.Possible, w, s)
 			}
-			clear(vr.Likely)
 		}
-		out.lineage[room] = vr
 	}
+	for w := range vr.Likely {
+		delete(vr.Possible, w)
+	}
+	if ls.coarse {
+		vr.Uncertain = append(vr.Uncertain, "same-second lines replayed in both orders")
+	}
+	if withUnknown && ls.unknown > 0 {
+		vr.Uncertain = append(vr.Uncertain, unknownNote(ls.unknown))
+	}
+	if t := ls.wantRecv[room]; gappedBefore(d, node, t) {
+		// A completeness gap before the read: requests may be missing
+		// from the replay, so no writer is more than possible.
+		vr.Uncertain = append(vr.Uncertain, "completeness gap on the node in the 4 h before the read")
+		for w, s := range vr.Likely {
+			mergeSource(vr.Possible, w, s)
+		}
+		clear(vr.Likely)
+	}
+	return vr
+}
+
+// gappedBefore reports a completeness gap on node in the 4 h before t.
+func gappedBefore(d *Dataset, node string, t time.Time) bool {
+	for _, g := range d.Gaps {
+		if g.Node == node && g.To.After(t.Add(-4*time.Hour)) && g.From.Before(t) {
+			return true
+		}
+	}
+	return false
 }

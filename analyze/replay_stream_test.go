@@ -29,6 +29,7 @@ func TestStreamedReplayEqualsWholeLane(t *testing.T) {
 		{"front of free list, whole seconds", "0.4.5", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			notes := 0
 			for seed := int64(1); seed <= 5; seed++ {
 				d, lines, ask := replayFixture(seed, tc.version, tc.coarse)
 				whole := streamNode(t, d, lines, ask, 1<<30, 1<<30)
@@ -52,23 +53,114 @@ func TestStreamedReplayEqualsWholeLane(t *testing.T) {
 					}
 					t.Fatalf("seed %d: streamed answered %d rooms, whole lane %d", seed, len(streamed.lineage), len(whole.lineage))
 				}
+				// Into a lineage set, each victim spilled as soon as it is
+				// final and read back with its lane's note: the same.
+				set := newLineageSet()
+				defer set.close()
+				sunk, _ := streamNodeInto(t, d, lines, ask, 1, 1, set)
+				if !tc.coarse {
+					// With every request finished (a request in flight
+					// holds the lane's operations back), a lane into a set
+					// holds none of its victims once they are final.
+					done := finishedOnly(lines)
+					spare := newLineageSet()
+					_, kept := streamNodeInto(t, d, done, ask, 1, 1, spare)
+					_, before := streamNodeInto(t, d, done, ask, 1, 1, nil)
+					spare.close()
+					if kept != 0 || before < 10 {
+						t.Fatalf("seed %d: the lanes held %d victims when the lines ended, %d without a set; want none and at least 10",
+							seed, kept, before)
+					}
+				}
+				if len(sunk.lineage) != 0 || set.len() != len(whole.lineage) || !reflect.DeepEqual(sunk.held, whole.held) {
+					t.Fatalf("seed %d: into a set, %d rooms left in the answer and %d in the set; want none and %d, and the same holders",
+						seed, len(sunk.lineage), set.len(), len(whole.lineage))
+				}
+				for room, w := range whole.lineage {
+					got, err := set.get(room)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(normalVictim(w), normalVictim(got)) {
+						t.Fatalf("seed %d, room %d: from the set %+v, whole lane %+v", seed, room, got, w)
+					}
+					if len(w.Uncertain) > 0 {
+						notes++
+					}
+				}
+			}
+			if notes == 0 {
+				t.Error("no victim had a note: the lane's notes were not compared")
 			}
 		})
 	}
 }
 
+// finishedOnly is lines without the requests that have no Finish line.
+func finishedOnly(lines []*EngineEvent) []*EngineEvent {
+	fin := map[string]bool{}
+	for _, e := range lines {
+		if e.Event == "finished" {
+			fin[e.RID] = true
+		}
+	}
+	var out []*EngineEvent
+	for _, e := range lines {
+		if fin[e.RID] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// normalVictim is vr with empty maps and lists as nil, as a spill gives
+// them back.
+func normalVictim(vr *VictimReplay) VictimReplay {
+	v := *vr
+	for _, m := range []*map[uint64]*SourcePages{&v.Likely, &v.Possible} {
+		if len(*m) == 0 {
+			*m = nil
+		}
+	}
+	if len(v.Uncertain) == 0 {
+		v.Uncertain = nil
+	}
+	if len(v.Lines) == 0 {
+		v.Lines = nil
+	}
+	return v
+}
+
 // streamNode replays one node's lines with the given batching limits.
 func streamNode(t *testing.T, d *Dataset, lines []*EngineEvent, ask *replayAsk, flush, compact int) replayAnswer {
+	t.Helper()
+	ans, _ := streamNodeInto(t, d, lines, ask, flush, compact, nil)
+	return ans
+}
+
+// streamNodeInto is streamNode with the victims' lineage going into set,
+// as node 0's, when set is not nil. kept is how many victims the lanes
+// replayed in one order held when the lines ended.
+func streamNodeInto(t *testing.T, d *Dataset, lines []*EngineEvent, ask *replayAsk, flush, compact int, set *lineageSet) (
+	ans replayAnswer, kept int) {
 	t.Helper()
 	defer func(f, c int) { flushMin, compactMin = f, c }(flushMin, compactMin)
 	flushMin, compactMin = flush, compact
 	n := newNodeReplay(d, "decode-0", map[uint64]bool{}, ask)
+	if set != nil {
+		n.sink = &laneSink{set: set, node: 0}
+	}
 	for _, e := range lines {
 		if err := n.line(e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return n.finish()
+	for _, ls := range n.lanes {
+		if ls != nil && len(ls.runs) == 1 {
+			kept += len(ls.runs[0].res)
+		}
+	}
+	return n.finish(), kept
 }
 
 // replayFixture is a random decode node: two DP ranks of a small pool, 600
