@@ -98,7 +98,7 @@ func TestAffectedStage(t *testing.T) {
 	var lookups []struct {
 		N uint64 `ch:"n"`
 	}
-	if err := s.Select(ctx, &lookups, `SELECT count() AS n FROM affected_keys WHERE reconstruction_id = 'rec'`); err != nil {
+	if err := s.Select(ctx, &lookups, `SELECT uniqExact(key, affected_role, tenant) AS n FROM affected_keys WHERE reconstruction_id = 'rec'`); err != nil {
 		t.Fatal(err)
 	}
 	// keys+1 and 1 request keys, two and one finding ids.
