@@ -10,8 +10,10 @@ import (
 )
 
 // lineageSet is the shared replay's answer for victims: each victim
-// room's replayed lineage, encoded in a spill as its decode node's replay
-// ends and decoded when the reconstruction asks for it. The answers grow
+// room's replayed lineage, encoded in a spill as its lane finds it final
+// (laneStream.spillFinal; or as its decode node's replay ends, for an
+// answer read back from another worker) and decoded when the
+// reconstruction asks for it. The answers grow
 // with the victims and were held from abort_reuse's replay, which asks
 // about the victims known by then, to the end of the reconstruction: at
 // incident-2026 scale 100, 83 MiB of the reconstruction's peak and 57 of

@@ -38,9 +38,8 @@ const replayHorizon = time.Hour
 // replayLineage replays every decode lane from replayStart to the window
 // end and answers ask: node by node, several at once in this process, or
 // shared among an analysis job's workers (Dataset.replayer).
-// The victims' lineage comes back in a lineageSet (on local disk), each
-// node's added as the node's replay ends; held (the candidates'
-// holders) in memory.
+// The victims' lineage comes back in a lineageSet (on local disk), added
+// as the lanes find it final; held (the candidates' holders) in memory.
 func replayLineage(ctx context.Context, d *Dataset, placeholder map[uint64]bool, ask *replayAsk) (*lineageSet, map[uint64][]uint64, error) {
 	held := map[uint64][]uint64{}
 	if len(ask.writers) == 0 && len(ask.holders) == 0 {
@@ -77,8 +76,9 @@ type replayJob struct {
 	nodes       []string
 	placeholder map[uint64]bool
 	ask         *replayAsk
-	// into, when set, takes each node's victims' lineage as the node's
-	// answer comes (lineageSet.add), which then holds none.
+	// into, when set, takes the victims' lineage: in this process as the
+	// lanes find it (laneSink), from another worker as its node's answer
+	// is read back (spill); the answers then hold none.
 	into *lineageSet
 }
 
