@@ -236,14 +236,11 @@ var stagedBuild = regexp.MustCompile(`^'?([0-9a-f]{24})'?$`)
 // before, on every host in cluster mode.
 func (s *Store) dropStaleStages(ctx context.Context, before time.Time) error {
 	l := s.Layout()
-	table, from, onCluster := "affected_stage", "system.parts", ""
-	if l.Cluster != "" {
-		table, from, onCluster = "affected_stage_local", "cluster('"+l.Cluster+"', system, parts)", " ON CLUSTER "+l.Cluster
-	}
+	table := l.local("affected_stage")
 	var stale []struct {
 		Partition string `ch:"partition"`
 	}
-	if err := s.Select(ctx, &stale, `SELECT partition FROM `+from+`
+	if err := s.Select(ctx, &stale, `SELECT partition FROM `+l.system("parts")+`
 WHERE database = ? AND table = ? AND active
 GROUP BY partition
 HAVING max(modification_time) < ?`, s.db, table, before.UTC()); err != nil {
@@ -254,7 +251,7 @@ HAVING max(modification_time) < ?`, s.db, table, before.UTC()); err != nil {
 		if m == nil {
 			continue // not a build's partition: not ours to drop
 		}
-		q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION '%s'", s.db, table, onCluster, m[1])
+		q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION '%s'", s.db, table, l.onCluster(), m[1])
 		if err := s.ExecDDL(ctx, q); err != nil {
 			return fmt.Errorf("drop staged build %s: %w", p.Partition, err)
 		}
@@ -347,11 +344,7 @@ func (a *AffectedStage) Discard(ctx context.Context) error {
 	clear(a.rows)
 	_ = a.wait()
 	l := a.s.Layout()
-	table, onCluster := "affected_stage", ""
-	if l.Cluster != "" {
-		table, onCluster = "affected_stage_local", " ON CLUSTER "+l.Cluster
-	}
-	q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION '%s'", a.s.db, table, onCluster, a.build)
+	q := fmt.Sprintf("ALTER TABLE %s.%s%s DROP PARTITION '%s'", a.s.db, l.local("affected_stage"), l.onCluster(), a.build)
 	if err := a.s.ExecDDL(context.WithoutCancel(ctx), q); err != nil {
 		return fmt.Errorf("drop the staged notification list %s: %w", a.build, err)
 	}

@@ -501,12 +501,9 @@ const foreignApplyTimeout = 5 * time.Minute
 // waitMutations waits until table, on this server or every server of the
 // cluster, has no unfinished mutation, or fails after timeout.
 func (s *Store) waitMutations(ctx context.Context, table string, timeout time.Duration) error {
-	from := "system.mutations"
-	if c := s.Cluster(); c != "" {
-		from = "cluster('" + c + "', system, mutations)"
-		table += "_local"
-	}
-	q := "SELECT count() FROM " + from + " WHERE database = ? AND table = ? AND is_done = 0"
+	l := s.Layout()
+	table = l.local(table)
+	q := "SELECT count() FROM " + l.system("mutations") + " WHERE database = ? AND table = ? AND is_done = 0"
 	deadline := time.Now().Add(timeout)
 	for {
 		var n uint64

@@ -21,6 +21,34 @@ type Layout struct {
 	Version Version
 }
 
+// local is the table that holds t's rows, which an ALTER or a read of
+// system.parts names: t's _local table on a cluster, where t is the
+// Distributed table.
+func (l Layout) local(t string) string {
+	if l.Cluster != "" {
+		return t + "_local"
+	}
+	return t
+}
+
+// onCluster is the clause that sends a DDL to every host of the cluster
+// ("" on a single server).
+func (l Layout) onCluster() string {
+	if l.Cluster != "" {
+		return " ON CLUSTER " + l.Cluster
+	}
+	return ""
+}
+
+// system is where a system table of every host is read: system.name, or
+// the cluster() table function over it.
+func (l Layout) system(name string) string {
+	if l.Cluster != "" {
+		return "cluster('" + l.Cluster + "', system, " + name + ")"
+	}
+	return "system." + name
+}
+
 func (l Layout) shardMacro() string {
 	if l.ShardMacro == "" {
 		return "shard"

@@ -80,16 +80,7 @@ func (s *Store) ApplyRetention(ctx context.Context, keep time.Duration, now time
 		return nil, err
 	}
 	l := s.Layout()
-	onCluster := ""
-	if l.Cluster != "" {
-		onCluster = " ON CLUSTER " + l.Cluster
-	}
-	local := func(t string) string {
-		if l.Cluster != "" {
-			return t + "_local"
-		}
-		return t
-	}
+	onCluster, local := l.onCluster(), l.local
 	if s.version.Modern() {
 		for i, q := range ttlStatements(l, keep, holds) {
 			table := local(RetentionTables[i])
@@ -204,13 +195,9 @@ func ttlStatements(l Layout, keep time.Duration, holds []HoldRange) []string {
 		}
 		except = append(except, "("+strings.Join(c, " AND ")+")")
 	}
-	onCluster, suffix := "", ""
-	if l.Cluster != "" {
-		onCluster, suffix = " ON CLUSTER "+l.Cluster, "_local"
-	}
 	var out []string
 	for _, t := range RetentionTables {
-		q := fmt.Sprintf("ALTER TABLE %s.%s%s%s MODIFY TTL ts + toIntervalSecond(%d)", l.Database, t, suffix, onCluster, int64(keep/time.Second))
+		q := fmt.Sprintf("ALTER TABLE %s.%s%s MODIFY TTL ts + toIntervalSecond(%d)", l.Database, l.local(t), l.onCluster(), int64(keep/time.Second))
 		if len(except) > 0 {
 			q += " DELETE WHERE NOT (" + strings.Join(except, " OR ") + ")"
 		}
@@ -234,19 +221,12 @@ func partitionLiteral(id string) string {
 // calendar week or month widened to the rows it holds.
 func (s *Store) Partitions(ctx context.Context) ([]Partition, error) {
 	l := s.Layout()
-	from := "system.parts"
 	names := make([]string, len(RetentionTables))
 	for i, t := range RetentionTables {
-		names[i] = t
-		if l.Cluster != "" {
-			names[i] = t + "_local"
-		}
-	}
-	if l.Cluster != "" {
-		from = "cluster('" + l.Cluster + "', system, parts)"
+		names[i] = l.local(t)
 	}
 	q := `SELECT table, partition_id, min(min_time) AS lo, max(max_time) AS hi, sum(rows) AS n
-FROM ` + from + `
+FROM ` + l.system("parts") + `
 WHERE database = ? AND active AND has(?, table)
 GROUP BY table, partition_id
 ORDER BY table, partition_id`
