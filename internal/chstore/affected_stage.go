@@ -33,6 +33,9 @@ type AffectedStage struct {
 	// goes on beside; one in flight at a time bounds what is held to two
 	// inserts' rows.
 	sending chan error
+	// sent is how many rows the build has sent: the fold starts once the
+	// stage reads as many (settled).
+	sent uint64
 }
 
 // stageRow is one staged key ('r'), finding id ('f') or evidence line
@@ -106,6 +109,7 @@ func (a *AffectedStage) flush(ctx context.Context) error {
 	if err := a.wait(); err != nil {
 		return err
 	}
+	a.sent += uint64(n)
 	a.sending = make(chan error, 1)
 	go func(done chan<- error) {
 		done <- a.s.insertColumns(ctx, "affected_stage", stageColumns, builds, roles, tenants, kinds, values, lines)
@@ -163,6 +167,7 @@ SELECT ?, concat(kind, ':', value), affected_role, tenant
 FROM affected_stage
 WHERE build_id = ? AND kind IN ('r', 'f')
     AND (affected_role, tenant) GLOBAL IN (SELECT affected_role, tenant FROM affected_stage WHERE build_id = ? AND kind = 'h')`
+	stageSentSQL   = `SELECT count() FROM affected_stage WHERE build_id = ?`
 	stageCountsSQL = `SELECT affected_role, tenant, uniqExactIf(value, kind = 'r')
 FROM affected_stage
 WHERE build_id = ?
@@ -203,6 +208,9 @@ func (a *AffectedStage) Save(ctx context.Context, id, caseID string, created tim
 	if err := a.saveHeads(ctx, rows); err != nil {
 		return err
 	}
+	if err := a.settled(ctx); err != nil {
+		return err
+	}
 	// The rows and their lookup keys at once: each statement took 5-7 s
 	// of one server core at scale 100, and they read the stage alone.
 	keys := make(chan error, 1)
@@ -222,6 +230,37 @@ func (a *AffectedStage) Save(ctx context.Context, id, caseID string, created tim
 		slog.Warn("drop staged notification lists left by crashed analyses", "err", err)
 	}
 	return nil
+}
+
+// stageSettle is how long Save waits for the stage to read every row the
+// build sent before it gives up on the list.
+var stageSettle = 30 * time.Second
+
+// settled returns once the stage reads every row the build sent. On a
+// cluster the stage's shard may answer from a replica that has not
+// fetched them all yet (a failover, or a host that wrote to itself:
+// firstReplicasFirst), and a fold then would store a list short of
+// requests, silently; a list that cannot be read whole is not stored.
+func (a *AffectedStage) settled(ctx context.Context) error {
+	deadline := time.Now().Add(stageSettle)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		var n uint64
+		if err := a.s.QueryRow(ctx, stageSentSQL, a.build).Scan(&n); err != nil {
+			return fmt.Errorf("count the staged notification list: %w", err)
+		}
+		if n == a.sent {
+			return nil
+		}
+		if n > a.sent || time.Now().After(deadline) {
+			return fmt.Errorf("the staged notification list reads %d rows, %d were sent: a replica of its shard is behind "+
+				"or lost them, and the list is not stored (run the analysis again)", n, a.sent)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }
 
 // staleStage is when a build still staged is one a crashed (or killed)
@@ -276,6 +315,7 @@ func (a *AffectedStage) saveHeads(ctx context.Context, rows []domain.AffectedRow
 			c.values, c.tiers, c.first, c.last, c.conf, c.prompt, c.output); err != nil {
 			return fmt.Errorf("stage the notification list's rows: %w", err)
 		}
+		a.sent += uint64(len(c.builds))
 		c.builds, c.roles, c.tenants, c.kinds, c.values, c.tiers = nil, nil, nil, nil, nil, nil
 		c.first, c.last, c.conf, c.prompt, c.output = nil, nil, nil, nil, nil
 		return nil

@@ -6,10 +6,12 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
 
@@ -146,5 +148,19 @@ func TestAffectedStage(t *testing.T) {
 	}
 	if n := count(); n != 0 {
 		t.Errorf("%d rows staged after a sweep that takes every build as stale", n)
+	}
+	// The swept build is saved anyway: the stage reads 2 of its 100,002
+	// rows (the key still held and the row's scalars), and a list short of
+	// requests is not stored.
+	defer chstore.SetStageSettle(300 * time.Millisecond)()
+	err = left.Save(ctx, "rec-left", "", t0, []domain.AffectedRow{{Tenant: "globex", Role: domain.Exposed, First: t0, Last: t0}})
+	if err == nil || !strings.Contains(err.Error(), "reads 2 rows, 100002 were sent") {
+		t.Errorf("saving a build whose staged rows are gone: %v, want the stage's count refused", err)
+	}
+	if _, got, err := s.AffectedRows(ctx, "rec-left"); err != nil || len(got) != 0 {
+		t.Errorf("a refused list stored %d rows (%v)", len(got), err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d rows left staged by a refused list", n)
 	}
 }

@@ -87,3 +87,11 @@ func InsertColumns(ctx context.Context, s *Store, table string, columns []string
 func (s *Store) DropStaleStages(ctx context.Context, before time.Time) error {
 	return s.dropStaleStages(ctx, before)
 }
+
+// SetStageSettle sets how long a stage's Save waits for its rows and
+// returns the undo.
+func SetStageSettle(d time.Duration) func() {
+	old := stageSettle
+	stageSettle = d
+	return func() { stageSettle = old }
+}
