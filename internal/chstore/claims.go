@@ -17,7 +17,8 @@ const claimInsert = `INSERT INTO work_claims (job, unit, attempt, worker, state,
 // InsertClaim appends one claim row. A one-row batch, not INSERT ...
 // VALUES: 18.16 hangs on that over the native protocol. In cluster mode
 // the insert is synchronous (insert_distributed_sync), so once it returns
-// a read through the same replica sees the row.
+// a read through the same replica sees the row (the reads' replica: kvtrail
+// connects to a first replica, firstReplicasFirst).
 func (s *Store) InsertClaim(ctx context.Context, c domain.Claim) error {
 	x, err := s.PrepareBatch(ctx, claimInsert)
 	if err != nil {

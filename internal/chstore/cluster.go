@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,4 +187,106 @@ func (s *Store) PingShards(ctx context.Context) ([]string, error) {
 		return down, fmt.Errorf("%w: no replica of shard %s answers", ErrShardDown, strings.Join(dead, ", "))
 	}
 	return down, nil
+}
+
+// Where a host stands in its shard, as firstReplicasFirst ranks it: a
+// process connected to a rankFirst host reads at once what it wrote.
+const (
+	rankFirst       = iota // the first replica of its shard, or a replica of none
+	rankUnknown            // a replica whose entry in remote_servers was not told apart
+	rankLater              // a later replica of its shard
+	rankUnreachable        // not reached: kept last, for failover
+)
+
+// firstReplicasFirst orders the addresses so that kvtrail connects to a
+// host that is the first replica of its shard (or of none), keeping the
+// configured order among equals. A synchronous Distributed insert on 18.16
+// writes the connected host's own shard to that host, whatever
+// prefer_localhost_replica says, while reads (prefer_localhost_replica=0,
+// load_balancing=in_order) go to each shard's first live replica.
+// Connected to a later replica, a process wrote its own shard's rows where
+// it did not read them, and read them only once the first replica had
+// fetched them: measured on the 2 × 2 test cluster, a read right after an
+// insert missed up to all of its own shard's rows. Connected to a first
+// replica, the writes to its shard and the reads go to the same host.
+// Each address is dialled once, in parallel; the order is logged when it
+// changed.
+func firstReplicasFirst(ctx context.Context, o Options) []string {
+	ranks := make([]int, len(o.Addrs))
+	var wg sync.WaitGroup
+	for i, a := range o.Addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ranks[i] = replicaRank(ctx, o, a)
+		}()
+	}
+	wg.Wait()
+	out := orderByRank(o.Addrs, ranks)
+	if !slices.Equal(out, o.Addrs) {
+		slog.Info("connecting to a first replica of its shard first: a process reads at once what it wrote",
+			"addrs", strings.Join(out, ","))
+	}
+	if slices.Min(ranks) == rankLater {
+		slog.Warn("no configured address is a shard's first replica: on ClickHouse 18.16 kvtrail may not read at once "+
+			"what it just wrote to the connected host's shard; list a first replica in clickhouse.addrs (docs/cluster.md)",
+			"addrs", strings.Join(o.Addrs, ","))
+	}
+	return out
+}
+
+// replicaRank dials addr alone and finds it in its system.clusters: the
+// entry of its own shard (is_local, which 18.16 sets on every replica of
+// the shard) with addr's port and host, by name or resolved address.
+func replicaRank(ctx context.Context, o Options, addr string) int {
+	cluster := o.Cluster
+	o.Addrs, o.Cluster, o.MaxOpenConns = []string{addr}, "", 1
+	o.RowReads = true // no block path for one question
+	s, err := dial(ctx, o, "default")
+	if err != nil {
+		return rankUnreachable
+	}
+	defer func() { _ = s.Close() }()
+	var entries []struct {
+		Replica uint32 `ch:"replica_num"`
+		Name    string `ch:"host_name"`
+		Address string `ch:"host_address"`
+		Port    uint16 `ch:"port"`
+	}
+	if err := s.Select(ctx, &entries, `SELECT replica_num, host_name, host_address, port FROM system.clusters
+WHERE cluster = ? AND is_local = 1`, cluster); err != nil {
+		return rankUnreachable
+	}
+	if len(entries) == 0 {
+		return rankFirst // no shard's replica: it writes every shard where it reads
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = addr, "9000"
+	}
+	ips, _ := net.DefaultResolver.LookupHost(ctx, host)
+	for _, e := range entries {
+		if strconv.Itoa(int(e.Port)) != port || (e.Name != host && !slices.Contains(ips, e.Address)) {
+			continue
+		}
+		if e.Replica == 1 {
+			return rankFirst
+		}
+		return rankLater
+	}
+	return rankUnknown
+}
+
+// orderByRank is addrs stably sorted by rank.
+func orderByRank(addrs []string, ranks []int) []string {
+	idx := make([]int, len(addrs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return ranks[idx[a]] < ranks[idx[b]] })
+	out := make([]string, len(addrs))
+	for i, j := range idx {
+		out[i] = addrs[j]
+	}
+	return out
 }

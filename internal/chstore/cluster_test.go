@@ -142,6 +142,34 @@ func TestClusterMigrateAndStatus(t *testing.T) {
 		t.Fatalf("the driver read %d lines on the cluster, the block path %d, or they differ", len(got), len(blocks))
 	}
 
+	// A store that lists a later replica first still reads at once what it
+	// wrote. On 18.16 a synchronous Distributed insert writes the connected
+	// host's own shard to that host, and the reads go to each shard's first
+	// replica: connected to shard 2's second replica, a read right after
+	// each insert missed the rows of shard 2 until the first replica had
+	// fetched them (worker b of TestClusterIngestWorkersEqualSingleServer,
+	// listing that replica first, once stored an empty notification list).
+	later := clusterStore(t, c, []string{c.Node(2, 2).Addr, c.Node(1, 2).Addr, c.Node(2, 1).Addr, c.Node(1, 1).Addr})
+	for round := range 10 {
+		b, err := later.PrepareBatch(ctx, "INSERT INTO engine_events (ts, ts_ns, node, role, event, rid, bootstrap_room, line_id)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			if err := b.Append(time.Unix(1780000100+int64(round), 0), uint64(i), "decode-2", "decode", "received", "r",
+				uint64(i*7919), uint64(1000+round*100+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			t.Fatalf("insert through Distributed: %v", err)
+		}
+		if err := later.QueryRow(ctx, "SELECT count() FROM engine_events WHERE node = 'decode-2' AND ts = ?",
+			time.Unix(1780000100+int64(round), 0)).Scan(&n); err != nil || n != 100 {
+			t.Fatalf("round %d: read %d of the 100 rows just written (%v)", round, n, err)
+		}
+	}
+
 	down, err := s.PingShards(ctx)
 	if err != nil || len(down) != 0 {
 		t.Fatalf("PingShards = %v, %v", down, err)

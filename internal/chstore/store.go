@@ -148,6 +148,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chstore: create database %s on %s: %w", o.Database, strings.Join(o.Addrs, ","), err)
 	}
+	if o.Cluster != "" && len(o.Addrs) > 0 {
+		o.Addrs = firstReplicasFirst(ctx, o)
+	}
 	s, err := dial(ctx, o, o.Database)
 	if err != nil {
 		return nil, err

@@ -21,9 +21,9 @@
 // stamped earlier than ours was acknowledged before our re-read, as long
 // as the clocks of the machines differ by less than Settle/2; and
 // ClickHouse shows an acknowledged insert to the next read (on a cluster:
-// synchronous Distributed inserts and load_balancing=in_order, so writers
-// and readers use the same first live replica of the job's shard,
-// docs/cluster.md). The work the claims split is idempotent downstream
+// synchronous Distributed inserts, load_balancing=in_order and a connection
+// to a first replica, so writers and readers use the same first live
+// replica of the job's shard, docs/cluster.md). The work the claims split is idempotent downstream
 // (ingest writes the same keys whoever writes them, ReplacingMergeTree
 // folds them), so the claims only have to prevent wasted work, never
 // double counting.
