@@ -167,8 +167,7 @@ SELECT ?, concat(kind, ':', value), affected_role, tenant
 FROM affected_stage
 WHERE build_id = ? AND kind IN ('r', 'f')
     AND (affected_role, tenant) GLOBAL IN (SELECT affected_role, tenant FROM affected_stage WHERE build_id = ? AND kind = 'h')`
-	stageSentSQL   = `SELECT count() FROM affected_stage WHERE build_id = ?`
-	stageCountsSQL = `SELECT affected_role, tenant, uniqExactIf(value, kind = 'r')
+	stageTallySQL = `SELECT affected_role, tenant, count(), uniqExactIf(value, kind = 'r')
 FROM affected_stage
 WHERE build_id = ?
 GROUP BY affected_role, tenant`
@@ -208,7 +207,7 @@ func (a *AffectedStage) Save(ctx context.Context, id, caseID string, created tim
 	if err := a.saveHeads(ctx, rows); err != nil {
 		return err
 	}
-	if err := a.settled(ctx); err != nil {
+	if err := a.settled(ctx, rows); err != nil {
 		return err
 	}
 	// The rows and their lookup keys at once: each statement took 5-7 s
@@ -222,9 +221,6 @@ func (a *AffectedStage) Save(ctx context.Context, id, caseID string, created tim
 	if foldErr != nil {
 		return fmt.Errorf("fold the notification list: %w", foldErr)
 	}
-	if err := a.counts(ctx, rows); err != nil {
-		return err
-	}
 	// Housekeeping, not the list: a failure is logged, not returned.
 	if err := a.s.dropStaleStages(ctx, time.Now().Add(-staleStage)); err != nil {
 		slog.Warn("drop staged notification lists left by crashed analyses", "err", err)
@@ -236,19 +232,23 @@ func (a *AffectedStage) Save(ctx context.Context, id, caseID string, created tim
 // build sent before it gives up on the list.
 var stageSettle = 30 * time.Second
 
-// settled returns once the stage reads every row the build sent. On a
-// cluster the stage's shard may answer from a replica that has not
+// settled returns once the stage reads every row the build sent, and
+// sets each row's Requests to its distinct staged keys from the same read.
+// On a cluster the stage's shard may answer from a replica that has not
 // fetched them all yet (a failover, or a host that wrote to itself:
 // firstReplicasFirst), and a fold then would store a list short of
 // requests, silently; a list that cannot be read whole is not stored.
-func (a *AffectedStage) settled(ctx context.Context) error {
+func (a *AffectedStage) settled(ctx context.Context, rows []domain.AffectedRow) error {
 	deadline := time.Now().Add(stageSettle)
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		var n uint64
-		if err := a.s.QueryRow(ctx, stageSentSQL, a.build).Scan(&n); err != nil {
-			return fmt.Errorf("count the staged notification list: %w", err)
+		n, requests, err := a.tally(ctx)
+		if err != nil {
+			return err
 		}
 		if n == a.sent {
+			for i := range rows {
+				rows[i].Requests = requests[[2]string{string(rows[i].Role), rows[i].Tenant}]
+			}
 			return nil
 		}
 		if n > a.sent || time.Now().After(deadline) {
@@ -261,6 +261,31 @@ func (a *AffectedStage) settled(ctx context.Context) error {
 		case <-time.After(pause):
 		}
 	}
+}
+
+// tally reads the build's staged rows: how many, and each list row's
+// distinct request keys.
+func (a *AffectedStage) tally(ctx context.Context) (uint64, map[[2]string]int, error) {
+	res, err := a.s.Query(ctx, stageTallySQL, a.build)
+	if err != nil {
+		return 0, nil, fmt.Errorf("count the staged notification list: %w", err)
+	}
+	defer res.Close()
+	var total uint64
+	requests := map[[2]string]int{}
+	for res.Next() {
+		var role, tenant string
+		var n, keys uint64
+		if err := res.Scan(&role, &tenant, &n, &keys); err != nil {
+			return 0, nil, fmt.Errorf("scan the staged notification list's counts: %w", err)
+		}
+		total += n
+		requests[[2]string{role, tenant}] = int(keys)
+	}
+	if err := res.Err(); err != nil {
+		return 0, nil, fmt.Errorf("count the staged notification list: %w", err)
+	}
+	return total, requests, nil
 }
 
 // staleStage is when a build still staged is one a crashed (or killed)
@@ -350,31 +375,6 @@ func (a *AffectedStage) saveHeads(ctx context.Context, rows []domain.AffectedRow
 		}
 	}
 	return send()
-}
-
-// counts sets each row's Requests to its distinct staged keys.
-func (a *AffectedStage) counts(ctx context.Context, rows []domain.AffectedRow) error {
-	res, err := a.s.Query(ctx, stageCountsSQL, a.build)
-	if err != nil {
-		return fmt.Errorf("count the notification list's requests: %w", err)
-	}
-	defer res.Close()
-	n := map[[2]string]int{}
-	for res.Next() {
-		var role, tenant string
-		var c uint64
-		if err := res.Scan(&role, &tenant, &c); err != nil {
-			return fmt.Errorf("scan the notification list's requests: %w", err)
-		}
-		n[[2]string{role, tenant}] = int(c)
-	}
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("count the notification list's requests: %w", err)
-	}
-	for i := range rows {
-		rows[i].Requests = n[[2]string{string(rows[i].Role), rows[i].Tenant}]
-	}
-	return nil
 }
 
 // Discard drops the build's staged rows: its partition, on every replica
