@@ -254,8 +254,11 @@ func TestClusterIngestWorkersEqualSingleServer(t *testing.T) {
 	runAnalysisWorkers(t, dir, append(envA, sliceEnv), append(envB, sliceEnv), cs)
 	t.Logf("cluster, two analysis workers (one killed): %s", time.Since(t2))
 	// CI once read 33 of the 62 findings here, with the notification list
-	// equal: about one shard's share, as if the snapshot read a replica
-	// that had not yet fetched them.
+	// equal, and once stored an empty list: worker b lists shard 2's
+	// second replica first, 18.16 wrote shard 2's rows to that host, and
+	// the reads went to the first replica before it had fetched them.
+	// kvtrail now connects to a first replica (chstore's
+	// firstReplicasFirst); the wait stays for a replica that fails over.
 	waitReplicated(t, c, db, "findings_local", "analyzer_runs_local", "affected_local")
 	gotF, gotA := analysisSnapshot(t, cs)
 	compare(t, "cluster analysis workers: findings (id severity confidence foreign)", wantF, gotF)
