@@ -150,37 +150,50 @@ func TestClusterMigrateAndStatus(t *testing.T) {
 	// fetched them (worker b of TestClusterIngestWorkersEqualSingleServer,
 	// listing that replica first, once stored an empty notification list).
 	later := clusterStore(t, c, []string{c.Node(2, 2).Addr, c.Node(1, 2).Addr, c.Node(2, 1).Addr, c.Node(1, 1).Addr})
-	for round := range 10 {
-		b, err := later.PrepareBatch(ctx, "INSERT INTO engine_events (ts, ts_ns, node, role, event, rid, bootstrap_room, line_id)")
+	readsWhatItWrote(t, later, "decode-2", 10)
+
+	down, err := s.PingShards(ctx)
+	if err != nil || len(down) != 0 {
+		t.Fatalf("PingShards = %v, %v", down, err)
+	}
+	// Shard 1's first replica down: a store listing it first connects to
+	// shard 2's first replica, writes and reads of shard 1 both fail over
+	// to its second replica, and it still reads at once what it wrote.
+	c.Node(1, 1).Stop()
+	failover := clusterStore(t, c, c.Addrs())
+	readsWhatItWrote(t, failover, "failover", 20)
+	down, err = failover.PingShards(ctx)
+	if err != nil || len(down) != 1 {
+		t.Fatalf("one replica down: PingShards = %v, %v", down, err)
+	}
+	c.Node(1, 2).Stop()
+	if _, err = failover.PingShards(ctx); err == nil {
+		t.Fatal("shard 1 down: PingShards reported ready")
+	}
+}
+
+// readsWhatItWrote inserts rounds of 100 engine lines of node through s
+// and reads each round back at once.
+func readsWhatItWrote(t *testing.T, s *chstore.Store, node string, rounds int) {
+	t.Helper()
+	ctx := context.Background()
+	for round := range rounds {
+		at := time.Unix(1780000100+int64(round), 0)
+		b, err := s.PrepareBatch(ctx, "INSERT INTO engine_events (ts, ts_ns, node, role, event, rid, bootstrap_room, line_id)")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range 100 {
-			if err := b.Append(time.Unix(1780000100+int64(round), 0), uint64(i), "decode-2", "decode", "received", "r",
-				uint64(i*7919), uint64(1000+round*100+i)); err != nil {
+			if err := b.Append(at, uint64(i), node, "decode", "received", "r", uint64(i*7919), uint64(1000+round*100+i)); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if err := b.Send(); err != nil {
 			t.Fatalf("insert through Distributed: %v", err)
 		}
-		if err := later.QueryRow(ctx, "SELECT count() FROM engine_events WHERE node = 'decode-2' AND ts = ?",
-			time.Unix(1780000100+int64(round), 0)).Scan(&n); err != nil || n != 100 {
-			t.Fatalf("round %d: read %d of the 100 rows just written (%v)", round, n, err)
+		var n uint64
+		if err := s.QueryRow(ctx, "SELECT count() FROM engine_events WHERE node = ? AND ts = ?", node, at).Scan(&n); err != nil || n != 100 {
+			t.Fatalf("%s, round %d: read %d of the 100 rows just written (%v)", node, round, n, err)
 		}
-	}
-
-	down, err := s.PingShards(ctx)
-	if err != nil || len(down) != 0 {
-		t.Fatalf("PingShards = %v, %v", down, err)
-	}
-	c.Node(1, 2).Stop()
-	down, err = s.PingShards(ctx)
-	if err != nil || len(down) != 1 {
-		t.Fatalf("one replica down: PingShards = %v, %v", down, err)
-	}
-	c.Node(1, 1).Stop()
-	if _, err = s.PingShards(ctx); err == nil {
-		t.Fatal("shard 1 down: PingShards reported ready")
 	}
 }
