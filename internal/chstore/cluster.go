@@ -54,8 +54,8 @@ func (s *Store) createClusterDatabase(ctx context.Context, db string) error {
 	var reached int
 	var lastErr error
 	for _, h := range hosts {
-		o := s.opts
-		o.Addrs, o.Cluster, o.MaxOpenConns, o.OnStatement = []string{h.Addr()}, "", 1, nil
+		o := s.opts.oneHost(h.Addr())
+		o.OnStatement = nil
 		hs, err := dial(ctx, o, "default")
 		if err != nil {
 			lastErr = err
@@ -104,14 +104,18 @@ WHERE cluster = ? ORDER BY shard_num, replica_num`, s.opts.Cluster)
 	return out, nil
 }
 
+// oneHost is o for a single-server connection to addr alone: statements
+// run on that host only, one at a time.
+func (o Options) oneHost(addr string) Options {
+	o.Addrs, o.Cluster, o.MaxOpenConns = []string{addr}, "", 1
+	return o
+}
+
 // OpenHost connects to one host of the cluster with the store's
 // credentials, bound to the same database, as a single-server store (no
 // cluster settings: statements run on that host only).
 func (s *Store) OpenHost(ctx context.Context, h Host, timeout time.Duration) (*Store, error) {
-	o := s.opts
-	o.Addrs = []string{h.Addr()}
-	o.Cluster = ""
-	o.MaxOpenConns = 1
+	o := s.opts.oneHost(h.Addr())
 	if timeout > 0 {
 		o.DialTimeout = timeout
 	}
@@ -240,7 +244,7 @@ func firstReplicasFirst(ctx context.Context, o Options) []string {
 // the shard) with addr's port and host, by name or resolved address.
 func replicaRank(ctx context.Context, o Options, addr string) int {
 	cluster := o.Cluster
-	o.Addrs, o.Cluster, o.MaxOpenConns = []string{addr}, "", 1
+	o = o.oneHost(addr)
 	o.RowReads = true // no block path for one question
 	s, err := dial(ctx, o, "default")
 	if err != nil {
