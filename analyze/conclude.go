@@ -45,7 +45,7 @@ func emitterOf(p pass) emitter {
 var streamBatch = 20_000
 
 // concludeRun ends an analyzer's run over the window and records it: the
-// slices' findings (early) and then each part its pass emits are finalized
+// slices' findings (early, read back in batches) and then each part its pass emits are finalized
 // (finalizeNew: the first copy of an id wins, as in finalize), counted and
 // stored in inserts of streamBatch. What hold names is not stored but returned (the
 // victims, which the reconstruction stores); the report keeps the
@@ -54,7 +54,7 @@ var streamBatch = 20_000
 // run with no findings, as result records it (parts already stored belong
 // to that run, which the current-findings rule never reads); a failed
 // store is returned.
-func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emitter, early []Finding, failed error,
+func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emitter, early *sliceFindings, failed error,
 	took time.Duration, started time.Time, hold func(*Finding) bool) (RunResult, []Finding, error) {
 	if failed != nil {
 		res := r.result(a, d, started, nil, failed, took)
@@ -112,7 +112,7 @@ func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emit
 		return nil
 	}
 	t0 := time.Now()
-	err = add(early)
+	err = early.each(streamBatch, add)
 	if err == nil {
 		err = e.emit(ctx, d, add)
 	}

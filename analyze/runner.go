@@ -410,7 +410,8 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	saver := newFactSaver(ctx, r.DB, wd.factsVersion)
 	defer saver.wait() // an early return leaves no insert running
 	passes := make([]pass, len(sel))
-	found := make([][]Finding, len(sel))
+	found := make([]sliceFindings, len(sel))
+	defer closeFound(found)
 	failed := make([]error, len(sel))
 	took := make([]time.Duration, len(sel))
 	// What reads only the store and the window runs beside the slices
@@ -477,7 +478,9 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 			}
 			fs = slices.DeleteFunc(fs, func(f Finding) bool { return !d.owns(f.TS) })
 			d.keep(sel[i].Name(), fs)
-			found[i] = append(found[i], fs...)
+			if err := found[i].add(fs); err != nil {
+				return nil, err
+			}
 		}
 		if len(plan) == 1 {
 			wd = d // read whole: the window's Dataset is the slice
@@ -518,7 +521,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 
 // conclude finishes each analyzer's pass on the window's Dataset, records
 // its run and findings, and rebuilds the affected list.
-func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, passes []pass, found [][]Finding,
+func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, passes []pass, found []sliceFindings,
 	failed []error, took []time.Duration, started time.Time, rep *Report) error {
 	reconstruct := !r.SkipReconstruct && !r.Live
 	// This run's victim findings are stored by the reconstruction, once it
@@ -530,7 +533,8 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	defer held.close()
 	for i, a := range sel {
 		hold := func(f *Finding) bool { return reconstruct && marksVictim(a.Name(), f) }
-		res, victims, err := r.concludeRun(ctx, wd, a, emitterOf(passes[i]), found[i], failed[i], took[i], started, hold)
+		res, victims, err := r.concludeRun(ctx, wd, a, emitterOf(passes[i]), &found[i], failed[i], took[i], started, hold)
+		found[i].close()
 		if err == nil {
 			// The reconstruction's victims, known early, share the
 			// allocator replay abort_reuse runs (replay_shared.go); they
@@ -542,7 +546,7 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 		}
 		wd.noteVictims(held.fs)
 		if r.Lean {
-			res.Findings, res.New, found[i] = nil, nil, nil
+			res.Findings, res.New = nil, nil
 		}
 		rep.Runs = append(rep.Runs, res)
 		rep.Phases = append(rep.Phases, Phase{"analyzer " + a.Name(), res.Duration})
@@ -564,6 +568,13 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 		rep.ReplayPasses = wd.replay.passes
 	}
 	return nil
+}
+
+// closeFound drops the slices' findings an early return left.
+func closeFound(found []sliceFindings) {
+	for i := range found {
+		found[i].close()
+	}
 }
 
 // plan cuts the window into the slices Run reads.

@@ -240,7 +240,8 @@ func ownFindings(d *Dataset, fs []Finding) []Finding {
 func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job Job, slices int, started time.Time, src SliceStore) (*Report, error) {
 	rep := &Report{Window: wd.Window}
 	passes := make([]pass, len(sel))
-	found := make([][]Finding, len(sel))
+	found := make([]sliceFindings, len(sel))
+	defer closeFound(found)
 	failed := make([]error, len(sel))
 	took := make([]time.Duration, len(sel))
 	index := map[string]int{}
@@ -283,7 +284,9 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 		if err := json.Unmarshal([]byte(row.Findings), &fs); err != nil {
 			return fmt.Errorf("slice %d, %s: %w", row.Slice, row.Analyzer, err)
 		}
-		found[i] = append(found[i], fs...)
+		if err := found[i].add(fs); err != nil {
+			return err
+		}
 		if c, ok := passes[i].(carrier); ok && row.State != "" {
 			if err := c.absorb(ctx, wd, row.State); err != nil {
 				failed[i] = err
@@ -308,12 +311,18 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 	// keeps them (Dataset.keep): linking those of every finding linked
 	// every abort_reuse lead's request again.
 	var keys []string
-	for i, fs := range found {
-		for j := range fs {
-			if f := &fs[j]; marksVictim(sel[i].Name(), f) {
-				keys = append(keys, f.RequestKey)
-				keys = append(keys, f.ForeignRequestKeys...)
+	for i := range found {
+		err := found[i].each(streamBatch, func(fs []Finding) error {
+			for j := range fs {
+				if f := &fs[j]; marksVictim(sel[i].Name(), f) {
+					keys = append(keys, f.RequestKey)
+					keys = append(keys, f.ForeignRequestKeys...)
+				}
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if err := wd.ensureFacts(ctx, keys, nil); err != nil {

@@ -105,3 +105,27 @@ func (r *Reader) Uvarints() []uint64 {
 	}
 	return vs
 }
+
+// AppendListLen appends a list's length plus one, or 0 for a nil list,
+// so that a reader tells a nil list from an empty one (ListLen).
+func AppendListLen(b []byte, n int, isNil bool) []byte {
+	if isNil {
+		return binary.AppendUvarint(b, 0)
+	}
+	return binary.AppendUvarint(b, uint64(n)+1)
+}
+
+// ListLen reads what AppendListLen wrote: -1 for a nil list. As with
+// Count, the length must fit in what is left at no less than min bytes an
+// element.
+func (r *Reader) ListLen(min uint64) int {
+	n := r.Uvarint()
+	if r.Err != nil || n == 0 {
+		return -1
+	}
+	if n-1 > uint64(len(r.b))/min {
+		r.fail()
+		return -1
+	}
+	return int(n - 1)
+}

@@ -1,0 +1,178 @@
+package analyze
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/kvtrail/kvtrail/internal/varbin"
+)
+
+// sliceFindings are one analyzer's findings from the slices, held from
+// the slice that finds them to the analyzer's conclusion (concludeRun)
+// in a spill on local disk, not in the heap. They grow with the window:
+// at incident-2026 scale 100 the per-request analyzers find about 56,000
+// (over_threshold, rejected_served and transfer_mismatch each flag every
+// victim), which held whole were 66 MB of the 104 MB still live when
+// the slices ended, each finding's struct, explanation and evidence.
+type sliceFindings struct {
+	spill recordSpill
+	enc   []byte
+}
+
+// add holds fs, in order after what was added before.
+func (s *sliceFindings) add(fs []Finding) error {
+	s.spill.name = "slice findings"
+	for i := range fs {
+		s.enc = encodeFinding(s.enc[:0], &fs[i])
+		if err := s.spill.add(s.enc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// len is how many findings were added.
+func (s *sliceFindings) len() int { return s.spill.n }
+
+// each calls fn with the findings in the order they were added, in
+// batches of at most n, each a new slice fn may keep.
+func (s *sliceFindings) each(n int, fn func([]Finding) error) error {
+	var batch []Finding
+	err := s.spill.each(func(b []byte) error {
+		if batch == nil {
+			batch = make([]Finding, 0, max(1, min(n, s.spill.n)))
+		}
+		f, err := decodeFinding(b)
+		if err != nil {
+			return err
+		}
+		batch = append(batch, f)
+		if len(batch) < n {
+			return nil
+		}
+		err = fn(batch)
+		batch = nil
+		return err
+	})
+	if err == nil && len(batch) > 0 {
+		err = fn(batch)
+	}
+	return err
+}
+
+// close drops the findings.
+func (s *sliceFindings) close() {
+	s.spill.close()
+	*s = sliceFindings{}
+}
+
+// encodeFinding appends every field of f: strings length-prefixed, times
+// as seconds and nanoseconds (a zero time is kept zero), lists and the
+// details with their count plus one, 0 for nil, so that a finding reads
+// back equal to the one written (reflect.DeepEqual), empty and nil lists
+// apart.
+func encodeFinding(b []byte, f *Finding) []byte {
+	str := varbin.AppendString
+	for _, s := range []string{f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion, string(f.Severity), f.RequestKey,
+		f.GatewayRequestID, f.Tenant, f.PrefillNode, f.DecodeNode, f.Title, f.Explanation, f.GroupKey, f.Subject} {
+		b = str(b, s)
+	}
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f.Confidence))
+	for _, t := range []time.Time{f.TS, f.FirstTS, f.LastTS} {
+		b = binary.AppendVarint(b, t.Unix())
+		b = binary.AppendUvarint(b, uint64(t.Nanosecond()))
+	}
+	b = binary.AppendUvarint(b, f.Room)
+	b = binary.AppendVarint(b, int64(f.DecodeDPRank))
+	for _, l := range [][]string{f.RIDs, f.ForeignTenants, f.ForeignRequestKeys} {
+		b = appendStrs(b, l)
+	}
+	b = varbin.AppendListLen(b, len(f.Evidence), f.Evidence == nil)
+	for _, v := range f.Evidence {
+		b = binary.AppendUvarint(b, v)
+	}
+	b = varbin.AppendListLen(b, len(f.Details), f.Details == nil)
+	keys := make([]string, 0, len(f.Details))
+	for k := range f.Details {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = str(str(b, k), f.Details[k])
+	}
+	return b
+}
+
+func appendStrs(b []byte, l []string) []byte {
+	b = varbin.AppendListLen(b, len(l), l == nil)
+	for _, s := range l {
+		b = varbin.AppendString(b, s)
+	}
+	return b
+}
+
+// decodeFinding reads what encodeFinding wrote.
+func decodeFinding(b []byte) (Finding, error) {
+	var f Finding
+	r := varbin.NewReader(b, errSpilled)
+	var sev string
+	for _, p := range []*string{&f.ID, &f.RunID, &f.Analyzer, &f.AnalyzerVersion, &sev, &f.RequestKey,
+		&f.GatewayRequestID, &f.Tenant, &f.PrefillNode, &f.DecodeNode, &f.Title, &f.Explanation, &f.GroupKey, &f.Subject} {
+		*p = r.Str()
+	}
+	f.Severity = Severity(sev)
+	var conf [8]byte
+	for i := range conf {
+		conf[i] = r.Byte()
+	}
+	f.Confidence = math.Float64frombits(binary.LittleEndian.Uint64(conf[:]))
+	for _, t := range []*time.Time{&f.TS, &f.FirstTS, &f.LastTS} {
+		sec, ns := r.Varint(), r.Uvarint()
+		if ns >= uint64(time.Second) {
+			return Finding{}, fmt.Errorf("%w: a finding's time has %d ns", errSpilled, ns)
+		}
+		if u := time.Unix(sec, int64(ns)).UTC(); !u.IsZero() {
+			*t = u
+		}
+	}
+	f.Room = r.Uvarint()
+	f.DecodeDPRank = int16(r.Varint())
+	for _, l := range []*[]string{&f.RIDs, &f.ForeignTenants, &f.ForeignRequestKeys} {
+		*l = readStrs(r)
+	}
+	if n := r.ListLen(1); n >= 0 {
+		f.Evidence = make([]uint64, n)
+		for i := range f.Evidence {
+			f.Evidence[i] = r.Uvarint()
+		}
+	}
+	if n := r.ListLen(2); n >= 0 {
+		f.Details = make(map[string]string, n)
+		for range n {
+			k := r.Str()
+			f.Details[k] = r.Str()
+		}
+	}
+	if r.Err == nil && r.Left() > 0 {
+		return Finding{}, fmt.Errorf("%w: %d bytes left over in a slice finding", errSpilled, r.Left())
+	}
+	if r.Err != nil {
+		return Finding{}, fmt.Errorf("read back a slice finding: %w", r.Err)
+	}
+	return f, nil
+}
+
+func readStrs(r *varbin.Reader) []string {
+	n := r.ListLen(1)
+	if n < 0 {
+		return nil
+	}
+	l := make([]string, n)
+	for i := range l {
+		l[i] = r.Str()
+	}
+	return l
+}
