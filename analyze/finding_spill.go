@@ -41,11 +41,12 @@ func (s *sliceFindings) len() int { return s.spill.n }
 // batches of at most n, each a new slice fn may keep.
 func (s *sliceFindings) each(n int, fn func([]Finding) error) error {
 	var batch []Finding
+	shared := interner{}
 	err := s.spill.each(func(b []byte) error {
 		if batch == nil {
 			batch = make([]Finding, 0, max(1, min(n, s.spill.n)))
 		}
-		f, err := decodeFinding(b)
+		f, err := decodeFinding(b, shared)
 		if err != nil {
 			return err
 		}
@@ -114,15 +115,40 @@ func appendStrs(b []byte, l []string) []byte {
 	return b
 }
 
-// decodeFinding reads what encodeFinding wrote.
-func decodeFinding(b []byte) (Finding, error) {
+// interner shares the strings findings repeat (analyzer, run, severity,
+// tenants, nodes, detail keys) among the findings read back: the
+// victims' findings are held to the end of the reconstruction, and a
+// copy of each of these per finding was 14 MB of the scale-100
+// analysis's peak. It stops taking new strings past internMax, so a
+// window of many distinct values costs copies, not an unbounded map.
+type interner map[string]string
+
+const internMax = 1 << 14
+
+func (in interner) str(r *varbin.Reader) string {
+	b := r.StrBytes()
+	if s, ok := in[string(b)]; ok { // no allocation for the lookup
+		return s
+	}
+	s := string(b)
+	if len(in) < internMax {
+		in[s] = s
+	}
+	return s
+}
+
+// decodeFinding reads what encodeFinding wrote, sharing repeated strings
+// through shared.
+func decodeFinding(b []byte, shared interner) (Finding, error) {
 	var f Finding
 	r := varbin.NewReader(b, errSpilled)
-	var sev string
-	for _, p := range []*string{&f.ID, &f.RunID, &f.Analyzer, &f.AnalyzerVersion, &sev, &f.RequestKey,
-		&f.GatewayRequestID, &f.Tenant, &f.PrefillNode, &f.DecodeNode, &f.Title, &f.Explanation, &f.GroupKey, &f.Subject} {
-		*p = r.Str()
-	}
+	// In encodeFinding's order; a finding's own strings copied, the
+	// repeated ones shared.
+	f.ID, f.RunID, f.Analyzer, f.AnalyzerVersion = r.Str(), shared.str(r), shared.str(r), shared.str(r)
+	sev := shared.str(r)
+	f.RequestKey, f.GatewayRequestID = r.Str(), r.Str()
+	f.Tenant, f.PrefillNode, f.DecodeNode = shared.str(r), shared.str(r), shared.str(r)
+	f.Title, f.Explanation, f.GroupKey, f.Subject = r.Str(), r.Str(), r.Str(), r.Str()
 	f.Severity = Severity(sev)
 	var conf [8]byte
 	for i := range conf {
@@ -140,9 +166,9 @@ func decodeFinding(b []byte) (Finding, error) {
 	}
 	f.Room = r.Uvarint()
 	f.DecodeDPRank = int16(r.Varint())
-	for _, l := range []*[]string{&f.RIDs, &f.ForeignTenants, &f.ForeignRequestKeys} {
-		*l = readStrs(r)
-	}
+	f.RIDs = readStrs(r, nil)
+	f.ForeignTenants = readStrs(r, shared)
+	f.ForeignRequestKeys = readStrs(r, nil)
 	if n := r.ListLen(1); n >= 0 {
 		f.Evidence = make([]uint64, n)
 		for i := range f.Evidence {
@@ -152,7 +178,7 @@ func decodeFinding(b []byte) (Finding, error) {
 	if n := r.ListLen(2); n >= 0 {
 		f.Details = make(map[string]string, n)
 		for range n {
-			k := r.Str()
+			k := shared.str(r)
 			f.Details[k] = r.Str()
 		}
 	}
@@ -165,14 +191,20 @@ func decodeFinding(b []byte) (Finding, error) {
 	return f, nil
 }
 
-func readStrs(r *varbin.Reader) []string {
+// readStrs reads what appendStrs wrote, sharing the strings through
+// shared when it is not nil.
+func readStrs(r *varbin.Reader, shared interner) []string {
 	n := r.ListLen(1)
 	if n < 0 {
 		return nil
 	}
 	l := make([]string, n)
 	for i := range l {
-		l[i] = r.Str()
+		if shared != nil {
+			l[i] = shared.str(r)
+		} else {
+			l[i] = r.Str()
+		}
 	}
 	return l
 }

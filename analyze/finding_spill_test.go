@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestSliceFindingsComeBackEqual: the slices' findings, held on disk
@@ -52,6 +53,14 @@ func TestSliceFindingsComeBackEqual(t *testing.T) {
 					t.Fatalf("finding %d came back as\n%#v\nwant\n%#v", i, at(got, i), want[i])
 				}
 			}
+			// The repeated strings are shared, a finding's own are not.
+			a, b := got[0], got[len(edges)] // one finding of two slices
+			if unsafe.StringData(a.Tenant) != unsafe.StringData(b.Tenant) || unsafe.StringData(a.DecodeNode) != unsafe.StringData(b.DecodeNode) {
+				t.Error("the tenant and node of two findings read back are two copies, not one shared string")
+			}
+			if a.Title != b.Title || unsafe.StringData(a.Title) == unsafe.StringData(b.Title) {
+				t.Error("want equal titles in two copies")
+			}
 			if len(got) != len(want) || s.len() != len(want) {
 				t.Fatalf("%d findings back, %d counted, %d added", len(got), s.len(), len(want))
 			}
@@ -77,21 +86,21 @@ func at(fs []Finding, i int) any {
 func TestSliceFindingDamageIsAnError(t *testing.T) {
 	for _, f := range heldCases() {
 		b := encodeFinding(nil, &f)
-		if _, err := decodeFinding(b); err != nil {
+		if _, err := decodeFinding(b, interner{}); err != nil {
 			t.Fatalf("%s: %v", f.ID, err)
 		}
 		for n := range len(b) {
-			if _, err := decodeFinding(b[:n]); err == nil {
+			if _, err := decodeFinding(b[:n], interner{}); err == nil {
 				t.Fatalf("%s cut to %d of %d bytes read back without an error", f.ID, n, len(b))
 			}
 		}
-		if _, err := decodeFinding(append(slices.Clone(b), 0)); err == nil {
+		if _, err := decodeFinding(append(slices.Clone(b), 0), interner{}); err == nil {
 			t.Errorf("%s with a byte left over read back without an error", f.ID)
 		}
 		for i := range b {
 			d := slices.Clone(b)
 			d[i] ^= 0xff
-			_, _ = decodeFinding(d) // may decode to other values; must not panic
+			_, _ = decodeFinding(d, interner{}) // may decode to other values; must not panic
 		}
 	}
 }

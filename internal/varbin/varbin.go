@@ -70,6 +70,19 @@ func (r *Reader) Str() string {
 	return s
 }
 
+// StrBytes reads what AppendString wrote without copying it: the bytes
+// are b's own, valid as long as b is.
+func (r *Reader) StrBytes() []byte {
+	n := r.Uvarint()
+	if r.Err != nil || n > uint64(len(r.b)) {
+		r.fail()
+		return nil
+	}
+	s := r.b[:n:n]
+	r.b = r.b[n:]
+	return s
+}
+
 // Count reads a list's length, which must fit in what is left at no less
 // than min bytes an element, so that a damaged count cannot make the
 // reader allocate gigabytes.
