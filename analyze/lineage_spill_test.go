@@ -60,18 +60,16 @@ func TestLineageSet(t *testing.T) {
 		if got, _ := v.get(7); got != nil || v.has(7) || !v.has(8) {
 			t.Fatal("a view answers a room not asked about, or not one asked about")
 		}
-		// The first record damaged: its room reads as an error.
+		// Room 8's record damaged: it reads as an error. (The nodes add at
+		// once, so which record is first in the file varies; the first
+		// was damaged until session 43, and when it was one a later node
+		// replaced, no room read it and the test failed about once in a
+		// few hundred runs.)
 		if set.rs.f != nil {
-			if _, err := set.rs.f.WriteAt([]byte{0xff, 0xff, 0xff}, 6); err != nil {
+			if _, err := set.rs.f.WriteAt([]byte{0xff, 0xff, 0xff}, set.at[8].off+6); err != nil {
 				t.Fatal(err)
 			}
-			bad := 0
-			for _, room := range []uint64{7, 8, 9} {
-				if _, err := set.get(room); err != nil {
-					bad++
-				}
-			}
-			if bad == 0 {
+			if _, err := set.get(8); err == nil {
 				t.Error("a damaged record read back without an error")
 			}
 		}
