@@ -384,7 +384,12 @@ func jsonList(ss []string) string {
 // some event order. A candidate missing from the result could not be
 // replayed.
 func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageReplay, cases *abortSpill) (map[uint64][]uint64, error) {
-	cands, aborted := map[uint64]bool{}, map[uint64]bool{}
+	var cands []uint64
+	aborted := map[uint64]bool{}
+	// A candidate of several aborts comes once per abort: the list drops
+	// its repeats whenever it has doubled, so it stays within about twice
+	// the candidates.
+	compactAt := 1 << 16
 	err := cases.each(func(c abortCase) error {
 		if pr != nil && pr.Nodes[c.t.Node] {
 			return nil
@@ -392,13 +397,17 @@ func (a *AbortReuse) replayedHolders(ctx context.Context, d *Dataset, pr *pageRe
 		aborted[c.t.Room] = true
 		for _, v := range c.cands {
 			if v.room != 0 {
-				cands[v.room] = true
+				cands = append(cands, v.room)
 			}
+		}
+		if len(cands) >= compactAt {
+			cands = roomsOf(cands)
+			compactAt = max(compactAt, 2*len(cands))
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return d.heldBy(ctx, cands, aborted)
+	return d.heldBy(ctx, slices.Clone(roomsOf(cands)), aborted) // the clone leaves the spare capacity behind
 }

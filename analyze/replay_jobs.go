@@ -76,7 +76,7 @@ func roomSet(l []uint64) map[uint64]bool {
 
 func encodeAsk(j replayJob) (string, error) {
 	b, err := json.Marshal(askRecord{From: j.from.UnixNano(), To: j.to.UnixNano(), Nodes: j.nodes,
-		Placeholder: roomList(j.placeholder), Writers: roomList(j.ask.writers), Holders: roomList(j.ask.holders),
+		Placeholder: roomList(j.placeholder), Writers: roomList(j.ask.writers), Holders: j.ask.holders,
 		Of: roomList(j.ask.of)})
 	return string(b), err
 }
@@ -88,7 +88,7 @@ func decodeAsk(data string) (replayJob, error) {
 	}
 	return replayJob{from: time.Unix(0, a.From).UTC(), to: time.Unix(0, a.To).UTC(), nodes: a.Nodes,
 		placeholder: roomSet(a.Placeholder),
-		ask:         &replayAsk{writers: roomSet(a.Writers), holders: roomSet(a.Holders), of: roomSet(a.Of)}}, nil
+		ask:         &replayAsk{writers: roomSet(a.Writers), holders: roomsOf(a.Holders), of: roomSet(a.Of)}}, nil
 }
 
 // jobReplay is one worker's side of a job's shared replays.

@@ -93,7 +93,7 @@ func (d *Dataset) lineage(ctx context.Context, placeholder, want map[uint64]bool
 // their pages before them (replayAnswer.held). It always replays, and
 // answers the victims noted so far on the way (their lineage is kept for
 // the reconstruction); the candidates' answers are not kept.
-func (d *Dataset) heldBy(ctx context.Context, cands, of map[uint64]bool) (map[uint64][]uint64, error) {
+func (d *Dataset) heldBy(ctx context.Context, cands rooms, of map[uint64]bool) (map[uint64][]uint64, error) {
 	if len(cands) == 0 {
 		return map[uint64][]uint64{}, nil
 	}

@@ -169,3 +169,24 @@ func TestSharedReplay(t *testing.T) {
 		t.Errorf("SkipReplay replayed %d rooms", len(d3.replay.asked))
 	}
 }
+
+// The abort candidates asked about are a sorted list without repeats.
+func TestRoomsSet(t *testing.T) {
+	s := roomsOf([]uint64{9, 3, 9, 1, 3, 1 << 63})
+	if !slices.Equal(s, rooms{1, 3, 9, 1 << 63}) {
+		t.Fatalf("roomsOf: %v", s)
+	}
+	for _, r := range []uint64{1, 3, 9, 1 << 63} {
+		if !s.has(r) {
+			t.Errorf("%d is in the set", r)
+		}
+	}
+	for _, r := range []uint64{0, 2, 10, 1<<64 - 1} {
+		if s.has(r) {
+			t.Errorf("%d is not in the set", r)
+		}
+	}
+	if rooms(nil).has(0) {
+		t.Error("an empty set has nothing")
+	}
+}

@@ -175,7 +175,7 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 	d := &Dataset{Window: Window{From: t0, To: t0.Add(20 * time.Minute)}, Cfg: DefaultConfig(),
 		Boots: domain.NewBoots([]*domain.Boot{boot})}
 	var lines []*EngineEvent
-	ask := &replayAsk{writers: map[uint64]bool{}, holders: map[uint64]bool{}, of: map[uint64]bool{}}
+	ask := &replayAsk{writers: map[uint64]bool{}, of: map[uint64]bool{}}
 	for i := 0; i < 600; i++ {
 		room := uint64(1000 + i)
 		rid := fmt.Sprintf("r%d", i)
@@ -201,7 +201,7 @@ func replayFixture(seed int64, version string, coarse bool) (*Dataset, []*Engine
 			ask.writers[room] = true
 		}
 		if rng.Intn(6) == 0 {
-			ask.holders[room] = true
+			ask.holders = append(ask.holders, room) // rooms come in order: a sorted list
 		}
 	}
 	// The store's order: time, then line id (file order).
@@ -239,7 +239,7 @@ func TestLaneRecordsDoNotGrowWithTheWindow(t *testing.T) {
 					Completion: uint64(completion), FinishType: "stop"})
 		}
 		sort.SliceStable(lines, func(i, j int) bool { return lines[i].TS.Before(lines[j].TS) })
-		ask := &replayAsk{writers: map[uint64]bool{}, holders: map[uint64]bool{}, of: map[uint64]bool{}}
+		ask := &replayAsk{writers: map[uint64]bool{}, of: map[uint64]bool{}}
 		nr := newNodeReplay(d, "decode-0", map[uint64]bool{}, ask)
 		most := 0
 		for i, e := range lines {
