@@ -32,7 +32,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("KVTRAIL_INGEST_MEMCHILD") != "" {
 		os.Exit(memoryChild())
 	}
-	testdb.Main(m)
+	testdb.Main(m, func() {
+		if simDir != "" {
+			_ = os.RemoveAll(simDir)
+		}
+	})
 }
 
 var (

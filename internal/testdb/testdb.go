@@ -46,10 +46,15 @@ var (
 	dbSeq    atomic.Int64
 )
 
-// Main runs a package's tests and stops the private server afterwards. Use
-// it from TestMain; without it the server still dies with the test binary.
-func Main(m *testing.M) {
+// Main runs a package's tests, then cleanup (what the package made for
+// all its tests: a built binary, a simulation), and stops the private
+// server. Use it from TestMain; without it the server still dies with the
+// test binary.
+func Main(m *testing.M, cleanup ...func()) {
 	code := m.Run()
+	for _, c := range cleanup {
+		c()
+	}
 	Shutdown()
 	os.Exit(code)
 }
