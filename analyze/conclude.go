@@ -45,9 +45,9 @@ func emitterOf(p pass) emitter {
 var streamBatch = 20_000
 
 // concludeRun ends an analyzer's run over the window and records it: the
-// slices' findings (early, read back in batches) and then each part its pass emits are finalized
-// (finalizeNew: the first copy of an id wins, as in finalize), counted and
-// stored in inserts of streamBatch. What hold names is not stored but returned (the
+// slices' findings (early, read back in batches) and then each part its
+// pass emits are finalized (finalizeNew: the first copy of an id wins, as
+// in finalize), counted and stored in inserts of streamBatch. What hold names is not stored but returned (the
 // victims, which the reconstruction stores); the report keeps the
 // findings, sorted by id as result sorts them, unless the Runner is Lean.
 // The pass's failure, in a slice (failed) or at the end, ends in an ERROR

@@ -34,34 +34,19 @@ func (s *sliceFindings) add(fs []Finding) error {
 	return nil
 }
 
-// len is how many findings were added.
-func (s *sliceFindings) len() int { return s.spill.n }
-
 // each calls fn with the findings in the order they were added, in
-// batches of at most n, each a new slice fn may keep.
+// batches of at most n. fn must not keep a batch: the next one reuses it.
 func (s *sliceFindings) each(n int, fn func([]Finding) error) error {
-	var batch []Finding
 	shared := interner{}
-	err := s.spill.each(func(b []byte) error {
-		if batch == nil {
-			batch = make([]Finding, 0, max(1, min(n, s.spill.n)))
-		}
-		f, err := decodeFinding(b, shared)
-		if err != nil {
-			return err
-		}
-		batch = append(batch, f)
-		if len(batch) < n {
-			return nil
-		}
-		err = fn(batch)
-		batch = nil
-		return err
-	})
-	if err == nil && len(batch) > 0 {
-		err = fn(batch)
-	}
-	return err
+	return inBatches(n, s.spill.n, func(put func(Finding) error) error {
+		return s.spill.each(func(b []byte) error {
+			f, err := decodeFinding(b, shared)
+			if err != nil {
+				return err
+			}
+			return put(f)
+		})
+	}, fn)
 }
 
 // close drops the findings.

@@ -61,8 +61,8 @@ func TestSliceFindingsComeBackEqual(t *testing.T) {
 			if a.Title != b.Title || unsafe.StringData(a.Title) == unsafe.StringData(b.Title) {
 				t.Error("want equal titles in two copies")
 			}
-			if len(got) != len(want) || s.len() != len(want) {
-				t.Fatalf("%d findings back, %d counted, %d added", len(got), s.len(), len(want))
+			if len(got) != len(want) || s.spill.n != len(want) {
+				t.Fatalf("%d findings back, %d counted, %d added", len(got), s.spill.n, len(want))
 			}
 			if !slices.Equal(sizes, []int{5, 5, 2}) {
 				t.Errorf("batches of %v, want 5, 5, 2", sizes)

@@ -53,31 +53,22 @@ func (h *heldFindings) each(n int, fn func([]Finding) error) error {
 	for i := range h.fs {
 		at[h.fs[i].ID] = i
 	}
-	batch := make([]Finding, 0, max(1, min(n, len(h.fs))))
-	err := h.rest.each(func(b []byte) error {
-		var f Finding
-		if err := decodeFindingRest(b, &f); err != nil {
-			return err
-		}
-		i, ok := at[f.ID]
-		if !ok {
-			return fmt.Errorf("held victim findings: %s was spilled, not held", f.ID)
-		}
-		whole := h.fs[i]
-		whole.Title, whole.Explanation, whole.GroupKey, whole.Subject = f.Title, f.Explanation, f.GroupKey, f.Subject
-		whole.RIDs, whole.Details = f.RIDs, f.Details
-		batch = append(batch, whole)
-		if len(batch) < n {
-			return nil
-		}
-		err := fn(batch)
-		batch = batch[:0]
-		return err
-	})
-	if err == nil && len(batch) > 0 {
-		err = fn(batch)
-	}
-	return err
+	return inBatches(n, len(h.fs), func(put func(Finding) error) error {
+		return h.rest.each(func(b []byte) error {
+			var f Finding
+			if err := decodeFindingRest(b, &f); err != nil {
+				return err
+			}
+			i, ok := at[f.ID]
+			if !ok {
+				return fmt.Errorf("held victim findings: %s was spilled, not held", f.ID)
+			}
+			whole := h.fs[i]
+			whole.Title, whole.Explanation, whole.GroupKey, whole.Subject = f.Title, f.Explanation, f.GroupKey, f.Subject
+			whole.RIDs, whole.Details = f.RIDs, f.Details
+			return put(whole)
+		})
+	}, fn)
 }
 
 // close drops the held findings.

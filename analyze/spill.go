@@ -139,6 +139,26 @@ func (s *recordSpill) readAt(off int64, buf []byte) ([]byte, error) {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// inBatches hands fn what each puts, in batches of at most n (size: how
+// many there are, to size the batch). fn must not keep a batch: the next
+// one reuses it.
+func inBatches[T any](n, size int, each func(put func(T) error) error, fn func([]T) error) error {
+	batch := make([]T, 0, max(1, min(n, size)))
+	err := each(func(x T) error {
+		batch = append(batch, x)
+		if len(batch) < n {
+			return nil
+		}
+		err := fn(batch)
+		batch = batch[:0]
+		return err
+	})
+	if err == nil && len(batch) > 0 {
+		err = fn(batch)
+	}
+	return err
+}
+
 // close drops the records and frees the file.
 func (s *recordSpill) close() {
 	if s.f != nil {

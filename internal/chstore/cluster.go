@@ -219,11 +219,7 @@ func firstReplicasFirst(ctx context.Context, o Options) []string {
 	ranks := make([]int, len(o.Addrs))
 	var wg sync.WaitGroup
 	for i, a := range o.Addrs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ranks[i] = replicaRank(ctx, o, a)
-		}()
+		wg.Go(func() { ranks[i] = replicaRank(ctx, o, a) })
 	}
 	wg.Wait()
 	out := orderByRank(o.Addrs, ranks)

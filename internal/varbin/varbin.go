@@ -59,16 +59,7 @@ func (r *Reader) Byte() byte {
 }
 
 // Str reads what AppendString wrote.
-func (r *Reader) Str() string {
-	n := r.Uvarint()
-	if r.Err != nil || n > uint64(len(r.b)) {
-		r.fail()
-		return ""
-	}
-	s := string(r.b[:n])
-	r.b = r.b[n:]
-	return s
-}
+func (r *Reader) Str() string { return string(r.StrBytes()) }
 
 // StrBytes reads what AppendString wrote without copying it: the bytes
 // are b's own, valid as long as b is.
