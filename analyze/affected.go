@@ -101,9 +101,14 @@ func (r *Runner) Reconstruct(ctx context.Context, d *Dataset) (*Reconstruction, 
 // yet (its victims), which it stores with their foreign tenants — or,
 // when it fails first, as they are, so the runs' findings are all there.
 // Only findings of earlier runs get their foreign tenants by a mutation.
-// It may reorder held's findings (withHeld). last says nothing asks d's
-// allocator replay after it (the run's conclusion): the replay's answers
-// are let go once the list is built, before it is stored.
+// last says nothing asks d's allocator replay after it (the run's
+// conclusion): the replay's answers are let go once the list is built,
+// before it is stored.
+//
+// The victims are folded in groups (victimSet), their findings read back
+// from local disk a group at a time, and what the fold gives each finding
+// goes back to local disk until the list is stored: what the heap holds
+// follows a group, not the window's victims.
 func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings, last bool) (rec *Reconstruction, err error) {
 	if held == nil {
 		held = &heldFindings{}
@@ -114,18 +119,63 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 			err = errors.Join(err, r.saveHeld(ctx, held))
 		}
 	}()
-	// Only the victim findings: the reconstruction reads nothing else
-	// (collectVictims, replayWants, namedKeys and withForeign all
-	// pass over the others), and the others are most of the findings: at
-	// scale 100, 487,000 abort_reuse leads of 561,000, which the server
-	// sorted in 1.3 GB to send them all when the filter ran here alone.
-	fs, err := r.DB.LatestFindingsWhere(ctx, victimFloor(), func(f *Finding) bool { return marksVictim(f.Analyzer, f) })
+	vs, named, err := r.victimSet(ctx, held)
 	if err != nil {
 		return nil, err
 	}
-	fs = withHeld(fs, held.fs)
-	rec, updated, err := buildReconstructionFindings(ctx, d, fs, r.DB.StageAffected())
+	defer vs.close()
+	if err := d.ensureFacts(ctx, named, nil); err != nil {
+		return nil, err
+	}
+	named = nil
+	stage := r.DB.StageAffected()
+	defer func() {
+		if err != nil && stage != nil {
+			err = errors.Join(err, stage.Discard(ctx))
+		}
+	}()
+	fold, err := newVictimFold(ctx, d, &vs.rooms, stage)
 	if err != nil {
+		return nil, err
+	}
+	vs.group(d, reconstructGroup)
+	// What the fold gives the findings, until the list is stored: this
+	// run's findings whole, and the earlier runs' whose lists changed.
+	var done, earlier findingSpill
+	done.spill.name, earlier.spill.name = "folded victim findings", "changed stored findings"
+	defer done.close()
+	defer earlier.close()
+	for g := range vs.groups {
+		fs, isHeld, err := vs.read(g)
+		if err != nil {
+			return nil, err
+		}
+		updated, err := fold.group(ctx, fs)
+		if err != nil {
+			return nil, err
+		}
+		var changed []Finding
+		for _, u := range updated {
+			fs[u.at].ForeignTenants, fs[u.at].ForeignRequestKeys = u.tenants, u.keys
+			if !isHeld[u.at] {
+				changed = append(changed, fs[u.at])
+			}
+		}
+		for i := range fs {
+			if isHeld[i] {
+				if err := done.add(fs[i : i+1]); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := earlier.add(changed); err != nil {
+			return nil, err
+		}
+	}
+	if done.spill.n != held.len() {
+		return nil, fmt.Errorf("reconstruction: %d of %d held victim findings folded", done.spill.n, held.len())
+	}
+	if rec, err = fold.finish(); err != nil {
 		return nil, err
 	}
 	if last {
@@ -133,30 +183,18 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 	}
 	rec.Created = r.now()
 	rec.CaseID = r.CaseID
-	if err := rec.stage.Save(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
+	// Save discards the stage itself when it fails.
+	st := rec.stage
+	rec.stage, stage = nil, nil
+	if err := st.Save(ctx, rec.ID, rec.CaseID, rec.Created, rec.Rows); err != nil {
 		return nil, err
-	}
-	rec.stage = nil
-	idx := make(map[string]int, len(held.fs))
-	for i, f := range held.fs {
-		idx[f.ID] = i
-	}
-	var earlier []Finding
-	for _, u := range updated {
-		f := &fs[u.at] // fs may be held.fs itself (withHeld)
-		if i, ok := idx[f.ID]; ok {
-			held.fs[i].ForeignTenants, held.fs[i].ForeignRequestKeys = u.tenants, u.keys
-		} else {
-			e := *f
-			e.ForeignTenants, e.ForeignRequestKeys = u.tenants, u.keys
-			earlier = append(earlier, e)
-		}
 	}
 	stored = true
-	if err := r.saveHeld(ctx, held); err != nil {
+	now := r.now()
+	if err := done.each(streamBatch, func(fs []Finding) error { return r.DB.SaveFindings(ctx, fs, now) }); err != nil {
 		return nil, err
 	}
-	if err := r.DB.SaveFindingForeign(ctx, earlier); err != nil {
+	if err := earlier.each(streamBatch, func(fs []Finding) error { return r.DB.SaveFindingForeign(ctx, fs) }); err != nil {
 		return nil, err
 	}
 	return rec, nil
@@ -169,29 +207,6 @@ func (r *Runner) saveHeld(ctx context.Context, held *heldFindings) error {
 	return held.each(streamBatch, func(fs []Finding) error { return r.DB.SaveFindings(ctx, fs, now) })
 }
 
-// withHeld is the current findings as they will read once held is stored:
-// a held finding replaces a stored copy of the same id (the newest copy is
-// current), in LatestFindings' order. With no stored copy left over (a
-// window analyzed for the first time) it is held itself, sorted in place:
-// a copy was 30 MiB of the scale-100 analysis's peak.
-func withHeld(fs, held []Finding) []Finding {
-	if len(held) == 0 {
-		return fs
-	}
-	ids := make(map[string]bool, len(held))
-	for _, f := range held {
-		ids[f.ID] = true
-	}
-	out := slices.DeleteFunc(fs, func(f Finding) bool { return ids[f.ID] })
-	if len(out) == 0 {
-		domain.SortFindings(held)
-		return held
-	}
-	out = append(out, held...)
-	domain.SortFindings(out)
-	return out
-}
-
 // buildReconstruction folds the list in memory, every row whole: the
 // reference the tests hold the server's fold to.
 func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Reconstruction, error) {
@@ -201,15 +216,11 @@ func buildReconstruction(ctx context.Context, d *Dataset, fs []Finding) (*Recons
 
 // buildReconstructionFindings also returns the new foreign tenants and
 // request keys of the victim findings whose lists the reconstruction
-// changed, in the order of fs. The steps:
-// the victims and the sources their findings name; the page or replayed
-// lineage of each victim's pages and the writers it names; the node
-// window where neither exists; the fold into per-tenant rows; and the
-// foreign tenants written back into the victim findings. With a stage,
-// the rows' request keys, finding ids and evidence lines go to it as they
-// are folded,
-// and the reconstruction returned carries it to be saved (nil: the rows
-// are folded whole in memory); on an error it is discarded.
+// changed, in the order of fs. It folds fs as one group (victimFold).
+// With a stage, the rows' request keys, finding ids and evidence lines
+// go to it as they are folded, and the reconstruction returned carries
+// it to be saved (nil: the rows are folded whole in memory); on an error
+// it is discarded.
 func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding, stage domain.AffectedStage) (
 	rec *Reconstruction, updated []foreignUpdate, err error) {
 	if stage != nil {
@@ -222,19 +233,65 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding, 
 	if err := d.ensureFacts(ctx, namedKeys(fs), nil); err != nil {
 		return nil, nil, err
 	}
-	victims, ids, victimFindings := collectVictims(d, fs)
-	pr, err := d.Pages(ctx)
+	var rooms victimRooms
+	for i := range fs {
+		rooms.add(&fs[i])
+	}
+	fold, err := newVictimFold(ctx, d, &rooms, stage)
 	if err != nil {
 		return nil, nil, err
+	}
+	if updated, err = fold.group(ctx, fs); err != nil {
+		return nil, nil, err
+	}
+	rec, err = fold.finish()
+	return rec, updated, err
+}
+
+// victimFold folds victim findings into the notification list a group at
+// a time: a group holds every finding of its victim requests, and every
+// victim of a room (a room's lineage is all its victims'), so the list
+// and each finding's foreign lists come out as from one fold of all.
+type victimFold struct {
+	d    *Dataset
+	pr   *pageReplay
+	est  lineageView
+	list affectedList
+}
+
+// newVictimFold asks the allocator replay once for every victim of rooms
+// (all the victims the groups will bring), before any group is folded.
+func newVictimFold(ctx context.Context, d *Dataset, rooms *victimRooms, stage domain.AffectedStage) (*victimFold, error) {
+	pr, err := d.Pages(ctx)
+	if err != nil {
+		return nil, err
 	}
 	// The same choice the Runner makes when it notes victims for the
 	// shared replay (replay_shared.go), so the replay abort_reuse ran
 	// already answers for them.
-	want, placeholder := replayWants(d, pr, fs)
+	want, placeholder := rooms.wants(d, pr)
 	est, err := d.lineage(ctx, placeholder, want)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	f := &victimFold{d: d, pr: pr, est: est, list: affectedList{rows: map[string]*affectedAcc{}}}
+	if stage != nil {
+		f.list.stage = &listStage{ctx: ctx, to: stage}
+	}
+	return f, nil
+}
+
+// group folds one group's findings and returns the new foreign lists of
+// those it changed, by index in fs. The steps: the victims and the
+// sources their findings name; the page or replayed lineage of each
+// victim's pages and the writers it names; the node window where neither
+// exists; the fold into per-tenant rows, which takes each victim's
+// foreign tenants for its findings.
+func (vf *victimFold) group(ctx context.Context, fs []Finding) (updated []foreignUpdate, err error) {
+	d, pr, est, list := vf.d, vf.pr, vf.est, &vf.list
+	base := int32(len(list.findingIDs))
+	victims, ids, victimFindings := collectVictims(d, fs, list.findingIDs)
+	list.findingIDs = ids
 	replayed, fallback, knownLineage, byRoom := sortVictims(victims, pr, est)
 	// Each victim is folded as soon as its sources are complete and its
 	// sources dropped, so only one victim's sources are held at a time
@@ -243,15 +300,11 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding, 
 	// the sources that made it a receiver as it is folded: kept per victim
 	// to the end, those were 42 MiB at scale 100. Only the new lists are
 	// kept, not the findings: a copy of each was 37 MiB there.
-	list := affectedList{rows: map[string]*affectedAcc{}, findingIDs: ids}
-	if stage != nil {
-		list.stage = &listStage{ctx: ctx, to: stage}
-	}
 	fold := func(v *victim) {
 		if refs := list.foldVictim(v, v.room != 0 && knownLineage[v.room]); len(refs) > 0 {
 			tenants, keys := foreignOf(refs)
 			for _, fi := range v.findings {
-				at := victimFindings[fi]
+				at := victimFindings[fi-base]
 				if f, ok := withForeign(fs[at], tenants, keys); ok {
 					updated = append(updated, foreignUpdate{at: at, tenants: f.ForeignTenants, keys: f.ForeignRequestKeys})
 				}
@@ -269,46 +322,63 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding, 
 	for len(replayed) > 0 {
 		lineage, writerRooms, n, err := batchLineage(d, replayed, byRoom, pr, est, ownersPerRead)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		batch := replayed[:n]
 		replayed = replayed[n:]
 		owners, err := roomOwners(ctx, d, writerRooms)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, v := range batch {
 			addLineageSources(v, lineage[v.room], owners)
 			fold(v)
 		}
 		if list.stage != nil && list.stage.err != nil {
-			return nil, nil, list.stage.err
+			return nil, list.stage.err
 		}
 	}
 	// No replay possible (no room, no DP rank, no decode boot): every other
 	// tenant served on the same decode node and rank in the hours before.
 	if err := addWindowSources(ctx, d, fallback, fold); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rec = &Reconstruction{Rows: list.sorted(), stage: stage}
 	if list.stage != nil && list.stage.err != nil {
-		return nil, nil, list.stage.err
+		return nil, list.stage.err
 	}
-	ids = uniqSortedStr(ids)
-	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + d.Window.String() + "\x00" + strings.Join(ids, ",")))
-	rec.ID = hex.EncodeToString(h[:12])
 	// In the order of fs, as the findings were read.
 	slices.SortFunc(updated, func(a, b foreignUpdate) int { return cmp.Compare(a.at, b.at) })
-	return rec, updated, nil
+	return updated, nil
+}
+
+// finish ends the fold: the list's rows, and its id from the window and
+// the victim findings folded.
+func (vf *victimFold) finish() (*Reconstruction, error) {
+	list := &vf.list
+	var stage domain.AffectedStage
+	if list.stage != nil {
+		stage = list.stage.to
+	}
+	rec := &Reconstruction{Rows: list.sorted(), stage: stage}
+	if list.stage != nil && list.stage.err != nil {
+		return nil, list.stage.err
+	}
+	ids := uniqSortedStr(slices.Clone(list.findingIDs))
+	h := sha256.Sum256([]byte(ReconstructionVersion + "\x00" + vf.d.Window.String() + "\x00" + strings.Join(ids, ",")))
+	rec.ID = hex.EncodeToString(h[:12])
+	return rec, nil
 }
 
 // collectVictims gathers the victims of the findings that mark victims
 // (VictimSeverity), keyed by request, with the sources the findings name
-// themselves (aborted rooms, metadata slots). It returns the victims, the
-// ids of those findings (the table victim.findings indexes) and their
-// indexes in fs.
-func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids []string, victimFindings []int) {
+// themselves (aborted rooms, metadata slots). A victim's tenant, room
+// and time are its first finding's in domain.SortFindings' order, as
+// victimRooms chooses. It returns the victims, the ids of those findings
+// appended to ids (the table victim.findings indexes, of this and earlier
+// groups) and, per id appended, its finding's index in fs.
+func collectVictims(d *Dataset, fs []Finding, ids []string) (victims map[string]*victim, _ []string, victimFindings []int) {
 	victims = map[string]*victim{}
+	first := map[*victim]findingOrder{}
 	for i, f := range fs {
 		if !marksVictim(f.Analyzer, &f) {
 			continue
@@ -317,10 +387,16 @@ func collectVictims(d *Dataset, fs []Finding) (victims map[string]*victim, ids [
 		fi := int32(len(ids) - 1)
 		victimFindings = append(victimFindings, i)
 		v := victims[f.RequestKey]
-		if v == nil {
+		o := orderOf(&f)
+		switch {
+		case v == nil:
 			v = &victim{key: f.RequestKey, fact: d.ByKey[f.RequestKey], tenant: f.Tenant, room: f.Room, ts: f.TS,
 				sources: map[string]*source{}}
 			victims[f.RequestKey] = v
+			first[v] = o
+		case o.before(first[v]):
+			v.tenant, v.room, v.ts = f.Tenant, f.Room, f.TS
+			first[v] = o
 		}
 		v.conf = max(v.conf, f.Confidence)
 		v.findings = append(v.findings, fi)

@@ -54,7 +54,7 @@ var streamBatch = 20_000
 // run with no findings, as result records it (parts already stored belong
 // to that run, which the current-findings rule never reads); a failed
 // store is returned.
-func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emitter, early *sliceFindings, failed error,
+func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emitter, early *findingSpill, failed error,
 	took time.Duration, started time.Time, hold func(*Finding) bool) (RunResult, []Finding, error) {
 	if failed != nil {
 		res := r.result(a, d, started, nil, failed, took)

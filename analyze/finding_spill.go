@@ -10,21 +10,25 @@ import (
 	"github.com/kvtrail/kvtrail/internal/varbin"
 )
 
-// sliceFindings are one analyzer's findings from the slices, held from
-// the slice that finds them to the analyzer's conclusion (concludeRun)
-// in a spill on local disk, not in the heap. They grow with the window:
-// at incident-2026 scale 100 the per-request analyzers find about 56,000
+// findingSpill holds findings whole in a spill on local disk, not in the
+// heap, to be read back in the order added: one analyzer's findings from
+// the slice that finds them to the analyzer's conclusion (concludeRun),
+// and the run's victim findings from their conclusion to the
+// reconstruction (heldFindings). Both grow with the window: at
+// incident-2026 scale 100 the per-request analyzers find about 56,000
 // (over_threshold, rejected_served and transfer_mismatch each flag every
-// victim), which held whole were 66 MB of the 104 MB still live when
-// the slices ended, each finding's struct, explanation and evidence.
-type sliceFindings struct {
+// victim), which held whole were 66 MB of the 104 MB still live when the
+// slices ended, each finding's struct, explanation and evidence.
+type findingSpill struct {
 	spill recordSpill
 	enc   []byte
 }
 
 // add holds fs, in order after what was added before.
-func (s *sliceFindings) add(fs []Finding) error {
-	s.spill.name = "slice findings"
+func (s *findingSpill) add(fs []Finding) error {
+	if s.spill.name == "" {
+		s.spill.name = "findings"
+	}
 	for i := range fs {
 		s.enc = encodeFinding(s.enc[:0], &fs[i])
 		if err := s.spill.add(s.enc); err != nil {
@@ -36,7 +40,7 @@ func (s *sliceFindings) add(fs []Finding) error {
 
 // each calls fn with the findings in the order they were added, in
 // batches of at most n. fn must not keep a batch: the next one reuses it.
-func (s *sliceFindings) each(n int, fn func([]Finding) error) error {
+func (s *findingSpill) each(n int, fn func([]Finding) error) error {
 	shared := interner{}
 	return inBatches(n, s.spill.n, func(put func(Finding) error) error {
 		return s.spill.each(func(b []byte) error {
@@ -49,10 +53,28 @@ func (s *sliceFindings) each(n int, fn func([]Finding) error) error {
 	}, fn)
 }
 
+// pick calls fn with the findings whose place in the order added keep
+// accepts (0 for the first), in that order, decoding only those.
+func (s *findingSpill) pick(keep func(int) bool, fn func(Finding) error) error {
+	shared := interner{}
+	i := -1
+	return s.spill.each(func(b []byte) error {
+		i++
+		if !keep(i) {
+			return nil
+		}
+		f, err := decodeFinding(b, shared)
+		if err != nil {
+			return err
+		}
+		return fn(f)
+	})
+}
+
 // close drops the findings.
-func (s *sliceFindings) close() {
+func (s *findingSpill) close() {
 	s.spill.close()
-	*s = sliceFindings{}
+	*s = findingSpill{}
 }
 
 // encodeFinding appends every field of f: strings length-prefixed, times
@@ -168,10 +190,10 @@ func decodeFinding(b []byte, shared interner) (Finding, error) {
 		}
 	}
 	if r.Err == nil && r.Left() > 0 {
-		return Finding{}, fmt.Errorf("%w: %d bytes left over in a slice finding", errSpilled, r.Left())
+		return Finding{}, fmt.Errorf("%w: %d bytes left over in a spilled finding", errSpilled, r.Left())
 	}
 	if r.Err != nil {
-		return Finding{}, fmt.Errorf("read back a slice finding: %w", r.Err)
+		return Finding{}, fmt.Errorf("read back a spilled finding: %w", r.Err)
 	}
 	return f, nil
 }

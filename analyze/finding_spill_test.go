@@ -23,7 +23,7 @@ func TestSliceFindingsComeBackEqual(t *testing.T) {
 	for _, tt := range spillPlaces {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("TMPDIR", tt.tmp(t))
-			var s sliceFindings
+			var s findingSpill
 			defer s.close()
 			var want []Finding
 			for round := range 3 { // three slices

@@ -1,12 +1,15 @@
 package analyze
 
 import (
+	"maps"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // heldCases are victim findings with every field set, and the edges:
@@ -28,12 +31,11 @@ func heldCases() []Finding {
 	return []Finding{full, odd, bare}
 }
 
-// TestHeldFindingsComeBackWhole: held victim findings keep in memory only
-// what the reconstruction reads; each gives them back whole, in the order
-// held, with the foreign lists as changed while held (after a reorder, as
-// withHeld sorts them), in batches of the size asked; on disk and, where
-// no temporary file can be made, in memory. It fails if a field of the
-// rest is lost or left in memory, or a change made while held is lost.
+// TestHeldFindingsComeBackWhole: held victim findings wait whole on local
+// disk, or in memory where no temporary file can be made; each gives them
+// back equal to what was added, in that order, in batches of the size
+// asked. What stays in the heap is the victims' rooms. It fails if a field
+// is lost, the order changes, or the spill's file is left in TMPDIR.
 func TestHeldFindingsComeBackWhole(t *testing.T) {
 	for _, tt := range spillPlaces {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,25 +54,8 @@ func TestHeldFindingsComeBackWhole(t *testing.T) {
 				}
 				want = append(want, batch...)
 			}
-			for _, f := range h.fs {
-				if f.Title != "" || f.Explanation != "" || f.GroupKey != "" || f.Subject != "" || f.RIDs != nil || f.Details != nil {
-					t.Fatalf("held finding %s keeps its rest in memory: %+v", f.ID, f)
-				}
-			}
-			// The reconstruction reorders them and fills in foreign lists.
-			slices.Reverse(h.fs)
-			for i := range h.fs {
-				if h.fs[i].Analyzer == "over_threshold" {
-					h.fs[i].ForeignTenants, h.fs[i].ForeignRequestKeys = []string{"initech"}, []string{"req-9", "req-8"}
-				}
-			}
-			for i := range want {
-				if want[i].Analyzer == "over_threshold" {
-					want[i].ForeignTenants, want[i].ForeignRequestKeys = []string{"initech"}, []string{"req-9", "req-8"}
-				}
-				if len(want[i].Details) == 0 {
-					want[i].Details = nil
-				}
+			if h.len() != len(want) {
+				t.Fatalf("%d held, want %d", h.len(), len(want))
 			}
 			var got []Finding
 			var sizes []int
@@ -87,8 +72,12 @@ func TestHeldFindingsComeBackWhole(t *testing.T) {
 			if !slices.Equal(sizes, []int{2, 2, 2, 2, 1}) {
 				t.Errorf("batches of %v, want of at most 2", sizes)
 			}
-			if (h.rest.f != nil) != tt.onDisk {
-				t.Fatalf("file %v, want on disk %v", h.rest.f != nil, tt.onDisk)
+			// The three victim requests, once each, with their findings counted.
+			if !slices.Equal(h.rooms.keys, []string{"req-1", "a,b\n\x00c", "req-2"}) || !slices.Equal(h.rooms.findings, []int32{3, 3, 3}) {
+				t.Errorf("victims noted %q with %v findings", h.rooms.keys, h.rooms.findings)
+			}
+			if (h.findings.spill.f != nil) != tt.onDisk {
+				t.Fatalf("file %v, want on disk %v", h.findings.spill.f != nil, tt.onDisk)
 			}
 			if tt.onDisk {
 				if left, _ := os.ReadDir(dir); len(left) != 0 {
@@ -99,13 +88,11 @@ func TestHeldFindingsComeBackWhole(t *testing.T) {
 	}
 }
 
-// A held finding whose rest cannot come back (a damaged spill, or a
-// record of a finding no longer held) is an error, not a finding stored
-// without its text.
+// A held finding that cannot come back whole (a damaged spill) is an
+// error, not a finding stored without its text.
 func TestHeldFindingsDamageIsAnError(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	each := func(h *heldFindings) error { return h.each(10, func([]Finding) error { return nil }) }
-
 	var h heldFindings
 	defer h.close()
 	if err := h.add(heldCases()); err != nil {
@@ -114,24 +101,94 @@ func TestHeldFindingsDamageIsAnError(t *testing.T) {
 	if err := each(&h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.rest.f.WriteAt([]byte{0xff, 0xff}, 8); err != nil {
+	if _, err := h.findings.spill.f.WriteAt([]byte{0xff, 0xff}, 8); err != nil {
 		t.Fatal(err)
 	}
 	if err := each(&h); err == nil {
 		t.Error("a damaged spill read back without an error")
 	}
+}
 
-	var lost heldFindings
-	defer lost.close()
-	if err := lost.add(heldCases()); err != nil {
-		t.Fatal(err)
+// TestVictimRoomsTakeTheFirstFindingsRoom: a victim's room is that of
+// its first finding in the order the reconstruction sorts them
+// (analyzer, time, id), whatever order they were added in, as
+// collectVictims takes it; rejected_served and over_threshold mark its
+// room a placeholder; findings below their analyzer's victim severity
+// note nothing; rooms 0 and those with page events are not replayed.
+func TestVictimRoomsTakeTheFirstFindingsRoom(t *testing.T) {
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	fs := []Finding{
+		{ID: "c", Analyzer: "transfer_mismatch", Severity: High, RequestKey: "r1", Room: 30, TS: t0},
+		{ID: "b", Analyzer: "rejected_served", Severity: High, RequestKey: "r1", Room: 20, TS: t0.Add(time.Second)},
+		{ID: "a", Analyzer: "rejected_served", Severity: High, RequestKey: "r1", Room: 10, TS: t0.Add(time.Second)},
+		{ID: "d", Analyzer: "transfer_mismatch", Severity: High, RequestKey: "r2", Room: 40, TS: t0},
+		{ID: "e", Analyzer: "transfer_mismatch", Severity: Low, RequestKey: "r3", Room: 50, TS: t0},
+		{ID: "f", Analyzer: "transfer_mismatch", Severity: High, RequestKey: "r4", TS: t0},
+		{ID: "g", Analyzer: "transfer_mismatch", Severity: High, RequestKey: "r5", Room: 60, TS: t0},
 	}
-	lost.fs[1].ID = "f-other"
-	if err := each(&lost); err == nil || !strings.Contains(err.Error(), "not held") {
-		t.Errorf("a spilled finding no longer held: %v, want an error", err)
+	d := &Dataset{ByKey: map[string]*Fact{"r5": {Key: "r5", Decode: &domain.Side{Node: "decode-pages"}}}}
+	pr := &pageReplay{Nodes: map[string]bool{"decode-pages": true}}
+	for _, order := range [][]int{{0, 1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1, 0}, {2, 0, 6, 1, 3, 5, 4}} {
+		var v victimRooms
+		var sorted []Finding
+		for _, i := range order {
+			v.add(&fs[i])
+			sorted = append(sorted, fs[i])
+		}
+		want, placeholder := v.wants(d, pr)
+		if !reflect.DeepEqual(want, map[uint64]bool{10: true, 40: true}) || !reflect.DeepEqual(placeholder, map[uint64]bool{10: true}) {
+			t.Errorf("added in order %v: want %v, placeholder %v; want rooms 10 and 40, placeholder 10", order, want, placeholder)
+		}
+		domain.SortFindings(sorted)
+		victims, _, _ := collectVictims(d, sorted, nil)
+		if victims["r1"].room != 10 {
+			t.Errorf("collectVictims took room %d for r1, victimRooms 10", victims["r1"].room)
+		}
+		slices.Reverse(sorted)
+		if victims, _, _ := collectVictims(d, sorted, nil); victims["r1"].room != 10 {
+			t.Errorf("collectVictims on findings in reverse took room %d for r1, want 10", victims["r1"].room)
+		}
 	}
-	lost.fs = lost.fs[:2]
-	if err := each(&lost); err == nil || !strings.Contains(err.Error(), "2 held, 3 spilled") {
-		t.Errorf("fewer held than spilled: %v, want an error", err)
+}
+
+// TestVictimGroupsKeepARoomTogether: the reconstruction's groups take
+// whole victims (all their findings) and whole rooms (every victim of a
+// room: they share its lineage), close past the size asked, and follow
+// the victims' decode node and time, so the fallback reads each node's
+// requests about once. It fails if a room's victims are parted, a group
+// ends before its size with more to come, or the order is another.
+func TestVictimGroupsKeepARoomTogether(t *testing.T) {
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	f := func(id, key string, room uint64, m int) Finding {
+		return Finding{ID: id, Analyzer: "transfer_mismatch", Severity: High, RequestKey: key, Room: room, TS: at(m)}
+	}
+	d := &Dataset{ByKey: map[string]*Fact{}}
+	for key, node := range map[string]string{"a": "decode-0", "b": "decode-1", "c": "decode-0", "d": "decode-1", "e": "decode-0", "z": "decode-1"} {
+		d.ByKey[key] = &Fact{Key: key, Decode: &domain.Side{Node: node}}
+	}
+	vs := &victimSet{}
+	for _, x := range []Finding{
+		f("1", "a", 7, 5), f("2", "a", 7, 6), // a: two findings
+		f("3", "b", 7, 1), // b shares a's room on another node: one unit
+		f("4", "c", 0, 2), f("5", "d", 9, 3), f("6", "e", 0, 1), f("7", "z", 11, 0),
+	} {
+		vs.rooms.add(&x)
+	}
+	vs.group(d, 2)
+	group := map[string]int32{}
+	for i, k := range vs.rooms.keys {
+		group[k] = vs.groupOf[i]
+	}
+	// Units by (node, time): e (decode-0, 1), c (decode-0, 2), {a, b}
+	// placed by a (decode-0, 5), z (decode-1, 0), d (decode-1, 3). Two
+	// findings a group at least: {e, c}, {a, b} (three), {z, d}.
+	want := map[string]int32{"e": 0, "c": 0, "a": 1, "b": 1, "z": 2, "d": 2}
+	if !maps.Equal(group, want) || vs.groups != 3 {
+		t.Errorf("groups %v (%d), want %v (3)", group, vs.groups, want)
+	}
+	vs.group(d, 1<<30)
+	if vs.groups != 1 || slices.Max(vs.groupOf) != 0 {
+		t.Errorf("one group asked: %d groups", vs.groups)
 	}
 }

@@ -32,7 +32,7 @@ func TestSharedReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var all []Finding
+	var noted victimRooms
 	for _, a := range All(cfg) {
 		res := r.RunAnalyzer(ctx, d, a)
 		if res.Run.Status == StatusError {
@@ -44,8 +44,10 @@ func TestSharedReplay(t *testing.T) {
 		if err := db.SaveRun(ctx, res.Run); err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, res.Findings...)
-		d.noteVictims(all)
+		for i := range res.Findings {
+			noted.add(&res.Findings[i])
+		}
+		d.noteVictims(&noted)
 	}
 	// The stored findings the reconstruction reads, before it writes the
 	// replay's foreign keys back into them.

@@ -116,9 +116,9 @@ type Dataset struct {
 	pagesOK  bool
 
 	// The one allocator replay of the dataset (replay_shared.go) and the
-	// victim findings noted for it.
+	// victim requests noted for it.
 	replay *sharedReplay
-	noted  []Finding
+	noted  *victimRooms
 	// replayer runs a replay's decode nodes; nil runs them in this
 	// process (replayNodes), a job's concluding worker shares them with
 	// the job's other workers (replay_jobs.go).
@@ -410,7 +410,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 	saver := newFactSaver(ctx, r.DB, wd.factsVersion)
 	defer saver.wait() // an early return leaves no insert running
 	passes := make([]pass, len(sel))
-	found := make([]sliceFindings, len(sel))
+	found := make([]findingSpill, len(sel))
 	defer closeFound(found)
 	failed := make([]error, len(sel))
 	took := make([]time.Duration, len(sel))
@@ -521,7 +521,7 @@ func (r *Runner) Run(ctx context.Context, w Window, names []string) (*Report, er
 
 // conclude finishes each analyzer's pass on the window's Dataset, records
 // its run and findings, and rebuilds the affected list.
-func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, passes []pass, found []sliceFindings,
+func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, passes []pass, found []findingSpill,
 	failed []error, took []time.Duration, started time.Time, rep *Report) error {
 	reconstruct := !r.SkipReconstruct && !r.Live
 	// This run's victim findings are stored by the reconstruction, once it
@@ -544,7 +544,7 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 		if err != nil {
 			return errors.Join(err, r.saveHeld(ctx, &held))
 		}
-		wd.noteVictims(held.fs)
+		wd.noteVictims(&held.rooms)
 		if r.Lean {
 			res.Findings, res.New = nil, nil
 		}
@@ -571,7 +571,7 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 }
 
 // closeFound drops the slices' findings an early return left.
-func closeFound(found []sliceFindings) {
+func closeFound(found []findingSpill) {
 	for i := range found {
 		found[i].close()
 	}

@@ -133,6 +133,83 @@ func TestIncident2026(t *testing.T) {
 			t.Errorf("latest over_threshold run version = %q, want 2", got)
 		}
 	})
+
+	t.Run("folded-in-groups", func(t *testing.T) {
+		// The reconstruction folds its victims a group at a time. With one
+		// victim (or room) a group, the list and the victim findings'
+		// foreign lists are those of one group holding all: for this run's
+		// victims (held) and, through Reconstruct, for stored ones.
+		ctx := context.Background()
+		defer func(n int) { reconstructGroup = n }(reconstructGroup)
+		victims := func() map[string]Finding {
+			fs, err := db.LatestFindings(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]Finding{}
+			for _, f := range fs {
+				if marksVictim(f.Analyzer, &f) {
+					out[f.ID] = f
+				}
+			}
+			return out
+		}
+		run := func(group int, at time.Time) (*Reconstruction, map[string]Finding) {
+			reconstructGroup = group
+			r := &Runner{DB: db, Cfg: DefaultConfig(), Trigger: "test", Now: func() time.Time { return at }}
+			rep, err := r.Run(ctx, Window{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return withStoredList(t, db, rep).Reconstruction, victims()
+		}
+		whole, wholeVictims := run(1<<30, testNow.Add(4*time.Hour))
+		one, oneVictims := run(1, testNow.Add(5*time.Hour))
+		if len(wholeVictims) < 2 || len(whole.Rows) == 0 {
+			t.Fatalf("%d victim findings, %d rows: too few to compare groups", len(wholeVictims), len(whole.Rows))
+		}
+		same := func(name string, rec *Reconstruction, got map[string]Finding) {
+			t.Helper()
+			if rec.ID != whole.ID {
+				t.Errorf("%s: reconstruction %s, in one group %s", name, rec.ID, whole.ID)
+			}
+			sameList(t, name, rec.Rows, "one group", whole.Rows)
+			foreign := 0
+			for id, w := range wholeVictims {
+				g, ok := got[id]
+				if !ok {
+					t.Errorf("%s: victim finding %s not stored", name, id)
+					continue
+				}
+				if !slices.Equal(g.ForeignTenants, w.ForeignTenants) || !slices.Equal(g.ForeignRequestKeys, w.ForeignRequestKeys) {
+					t.Errorf("%s: finding %s foreign %v %v, in one group %v %v", name, id,
+						g.ForeignTenants, g.ForeignRequestKeys, w.ForeignTenants, w.ForeignRequestKeys)
+				}
+				if len(w.ForeignTenants) > 0 {
+					foreign++
+				}
+			}
+			if foreign == 0 {
+				t.Errorf("%s: no victim finding names a foreign tenant; nothing compared", name)
+			}
+		}
+		same("this run's victims, one victim a group", one, oneVictims)
+
+		// The stored victims, read back by Reconstruct: a group of one.
+		reconstructGroup = 1
+		r := &Runner{DB: db, Cfg: DefaultConfig(), Trigger: "test", Now: func() time.Time { return testNow.Add(6 * time.Hour) }}
+		d, err := r.Load(ctx, Window{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := r.Reconstruct(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored.Rows = storedList(t, db, stored)
+		noPendingMutations(t, db)
+		same("stored victims, one victim a group", stored, victims())
+	})
 }
 
 // versioned wraps an analyzer under another version string.

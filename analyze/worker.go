@@ -240,7 +240,7 @@ func ownFindings(d *Dataset, fs []Finding) []Finding {
 func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job Job, slices int, started time.Time, src SliceStore) (*Report, error) {
 	rep := &Report{Window: wd.Window}
 	passes := make([]pass, len(sel))
-	found := make([]sliceFindings, len(sel))
+	found := make([]findingSpill, len(sel))
 	defer closeFound(found)
 	failed := make([]error, len(sel))
 	took := make([]time.Duration, len(sel))
