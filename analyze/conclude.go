@@ -47,30 +47,34 @@ var streamBatch = 20_000
 // concludeRun ends an analyzer's run over the window and records it: the
 // slices' findings (early, read back in batches) and then each part its
 // pass emits are finalized (finalizeNew: the first copy of an id wins, as
-// in finalize), counted and stored in inserts of streamBatch. What hold names is not stored but returned (the
-// victims, which the reconstruction stores); the report keeps the
-// findings, sorted by id as result sorts them, unless the Runner is Lean.
+// in finalize), counted and stored in inserts of streamBatch. What hold
+// names is not stored but added to held once the run has succeeded (the
+// victims, which the reconstruction stores; they wait on local disk until
+// then, not in the heap); the report keeps the findings, sorted by id as
+// result sorts them, unless the Runner is Lean.
 // The pass's failure, in a slice (failed) or at the end, ends in an ERROR
 // run with no findings, as result records it (parts already stored belong
 // to that run, which the current-findings rule never reads); a failed
 // store is returned.
 func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emitter, early *findingSpill, failed error,
-	took time.Duration, started time.Time, hold func(*Finding) bool) (RunResult, []Finding, error) {
+	took time.Duration, started time.Time, hold func(*Finding) bool, held *heldFindings) (RunResult, error) {
 	if failed != nil {
 		res := r.result(a, d, started, nil, failed, took)
-		return res, nil, r.DB.SaveRun(ctx, res.Run)
+		return res, r.DB.SaveRun(ctx, res.Run)
 	}
 	res := RunResult{Run: r.newRun(a, d, started)}
 	known, err := r.DB.KnownFindingIDs(ctx, a.Name(), a.Version())
 	if err != nil {
-		return res, nil, err
+		return res, err
 	}
 	var (
 		seen     = map[string]bool{}
 		buf      []Finding
-		held     []Finding
+		pending  findingSpill // what hold names, until the run succeeds
 		storeErr error
 	)
+	defer pending.close()
+	pending.spill.name = "victim findings"
 	flush := func() error {
 		if len(buf) == 0 {
 			return nil
@@ -97,7 +101,9 @@ func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emit
 			}
 			switch {
 			case hold(&f):
-				held = append(held, f)
+				if err := pending.add([]Finding{f}); err != nil {
+					return err
+				}
 			case r.Live && !isNew:
 			default:
 				buf = append(buf, f)
@@ -127,13 +133,13 @@ func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emit
 	switch {
 	case storeErr != nil:
 		res.Run.Status, res.Run.Error = StatusError, storeErr.Error()
-		return res, nil, errors.Join(storeErr, r.DB.SaveRun(ctx, res.Run))
+		return res, errors.Join(storeErr, r.DB.SaveRun(ctx, res.Run))
 	case err != nil:
 		// The pass failed: as result records it, no findings and no
 		// victims.
 		res.Run.Status, res.Run.Error = StatusError, err.Error()
 		res.Run.Findings, res.Run.High, res.NewCount, res.Findings = 0, 0, 0, nil
-		return res, nil, r.DB.SaveRun(ctx, res.Run)
+		return res, r.DB.SaveRun(ctx, res.Run)
 	}
 	sort.Slice(res.Findings, func(i, j int) bool { return res.Findings[i].ID < res.Findings[j].ID })
 	for _, f := range res.Findings {
@@ -145,5 +151,8 @@ func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emit
 	if res.Run.Findings == 0 {
 		res.Run.Status = StatusNoFindings
 	}
-	return res, held, r.DB.SaveRun(ctx, res.Run)
+	if err := r.DB.SaveRun(ctx, res.Run); err != nil {
+		return res, err
+	}
+	return res, pending.each(streamBatch, held.add)
 }

@@ -533,14 +533,11 @@ func (r *Runner) conclude(ctx context.Context, wd *Dataset, sel []Analyzer, pass
 	defer held.close()
 	for i, a := range sel {
 		hold := func(f *Finding) bool { return reconstruct && marksVictim(a.Name(), f) }
-		res, victims, err := r.concludeRun(ctx, wd, a, emitterOf(passes[i]), &found[i], failed[i], took[i], started, hold)
+		// The reconstruction's victims, known early, share the allocator
+		// replay abort_reuse runs (replay_shared.go); they are held for
+		// the reconstruction, which stores them.
+		res, err := r.concludeRun(ctx, wd, a, emitterOf(passes[i]), &found[i], failed[i], took[i], started, hold, &held)
 		found[i].close()
-		if err == nil {
-			// The reconstruction's victims, known early, share the
-			// allocator replay abort_reuse runs (replay_shared.go); they
-			// are held for the reconstruction, which stores them.
-			err = held.add(victims)
-		}
 		if err != nil {
 			return errors.Join(err, r.saveHeld(ctx, &held))
 		}
