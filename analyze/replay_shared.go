@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 )
 
@@ -61,15 +62,11 @@ type findingOrder struct {
 
 func orderOf(f *Finding) findingOrder { return findingOrder{f.Analyzer, f.TS.UnixNano(), f.ID} }
 
-func (o findingOrder) before(p findingOrder) bool {
-	if o.analyzer != p.analyzer {
-		return o.analyzer < p.analyzer
-	}
-	if o.ts != p.ts {
-		return o.ts < p.ts
-	}
-	return o.id < p.id
+func (o findingOrder) compare(p findingOrder) int {
+	return cmp.Or(cmp.Compare(o.analyzer, p.analyzer), cmp.Compare(o.ts, p.ts), cmp.Compare(o.id, p.id))
 }
+
+func (o findingOrder) before(p findingOrder) bool { return o.compare(p) < 0 }
 
 // add counts f when it marks a victim, and returns the victim's index
 // (-1: it marks none).

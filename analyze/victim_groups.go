@@ -164,15 +164,7 @@ func (vs *victimSet) read(g int) (fs []Finding, held []bool, err error) {
 			return nil, nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b groupFinding) int {
-		switch {
-		case orderOf(&a.f).before(orderOf(&b.f)):
-			return -1
-		case orderOf(&b.f).before(orderOf(&a.f)):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b groupFinding) int { return orderOf(&a.f).compare(orderOf(&b.f)) })
 	fs, held = make([]Finding, len(out)), make([]bool, len(out))
 	for i := range out {
 		fs[i], held[i] = out[i].f, out[i].held
