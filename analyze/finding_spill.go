@@ -27,7 +27,7 @@ type findingSpill struct {
 // add holds fs, in order after what was added before.
 func (s *findingSpill) add(fs []Finding) error {
 	if s.spill.name == "" {
-		s.spill.name = "findings"
+		s.spill.name = "slice findings"
 	}
 	for i := range fs {
 		s.enc = encodeFinding(s.enc[:0], &fs[i])
