@@ -163,7 +163,7 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 		}
 		for i := range fs {
 			if isHeld[i] {
-				if err := done.add(fs[i : i+1]); err != nil {
+				if err := done.put(&fs[i]); err != nil {
 					return nil, err
 				}
 			}

@@ -101,7 +101,7 @@ func (r *Runner) concludeRun(ctx context.Context, d *Dataset, a Analyzer, e emit
 			}
 			switch {
 			case hold(&f):
-				if err := pending.add([]Finding{f}); err != nil {
+				if err := pending.put(&f); err != nil {
 					return err
 				}
 			case r.Live && !isNew:

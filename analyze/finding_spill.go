@@ -26,16 +26,21 @@ type findingSpill struct {
 
 // add holds fs, in order after what was added before.
 func (s *findingSpill) add(fs []Finding) error {
-	if s.spill.name == "" {
-		s.spill.name = "slice findings"
-	}
 	for i := range fs {
-		s.enc = encodeFinding(s.enc[:0], &fs[i])
-		if err := s.spill.add(s.enc); err != nil {
+		if err := s.put(&fs[i]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// put holds f after what was added before.
+func (s *findingSpill) put(f *Finding) error {
+	if s.spill.name == "" {
+		s.spill.name = "slice findings"
+	}
+	s.enc = encodeFinding(s.enc[:0], f)
+	return s.spill.add(s.enc)
 }
 
 // each calls fn with the findings in the order they were added, in
