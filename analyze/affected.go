@@ -45,8 +45,9 @@ type Reconstruction struct {
 }
 
 type victim struct {
-	key    string
-	fact   *Fact
+	key string
+	// req is what the window knows of the victim's request (nil: nothing).
+	req    *domain.RequestSummary
 	tenant string
 	room   uint64
 	conf   float64
@@ -124,7 +125,7 @@ func (r *Runner) reconstruct(ctx context.Context, d *Dataset, held *heldFindings
 		return nil, err
 	}
 	defer vs.close()
-	if err := d.ensureFacts(ctx, named, nil); err != nil {
+	if err := d.ensureRequests(ctx, named, nil); err != nil {
 		return nil, err
 	}
 	named = nil
@@ -230,7 +231,7 @@ func buildReconstructionFindings(ctx context.Context, d *Dataset, fs []Finding, 
 			}
 		}()
 	}
-	if err := d.ensureFacts(ctx, namedKeys(fs), nil); err != nil {
+	if err := d.ensureRequests(ctx, namedKeys(fs), nil); err != nil {
 		return nil, nil, err
 	}
 	var rooms victimRooms
@@ -390,7 +391,7 @@ func collectVictims(d *Dataset, fs []Finding, ids []string) (victims map[string]
 		o := orderOf(&f)
 		switch {
 		case v == nil:
-			v = &victim{key: f.RequestKey, fact: d.ByKey[f.RequestKey], tenant: f.Tenant, room: f.Room, ts: f.TS,
+			v = &victim{key: f.RequestKey, req: d.request(f.RequestKey), tenant: f.Tenant, room: f.Room, ts: f.TS,
 				sources: map[string]*source{}}
 			victims[f.RequestKey] = v
 			first[v] = o
@@ -409,11 +410,8 @@ func collectVictims(d *Dataset, fs []Finding, ids []string) (victims map[string]
 			s := v.sources[k]
 			if s == nil {
 				s = &source{key: k}
-				if sf := d.ByKey[k]; sf != nil {
-					s.tenant, s.model, s.ts = sf.Tenant, sf.Model, sf.TS
-					if sf.Decode != nil {
-						s.node = sf.Decode.Node
-					}
+				if sf := d.request(k); sf != nil {
+					s.tenant, s.model, s.ts, s.node = sf.Tenant, sf.Model, sf.TS, sf.DecodeNode
 				}
 				v.sources[k] = s
 			}
@@ -781,8 +779,8 @@ func (rows affectedList) foldVictim(v *victim, lineageKnown bool) (foreign []for
 		conf = v.conf * 0.5
 	}
 	model := ""
-	if v.fact != nil {
-		model = v.fact.Model
+	if v.req != nil {
+		model = v.req.Model
 	}
 	for _, c := range uniqSortedStr(counterparts) {
 		rows.add(RoleReceived, "", v.tenant, v.key, model, "", v.ts, conf, v.findings, c, 0, 0, v.evidence, nil, v.nodes...)
@@ -869,8 +867,8 @@ type foreignUpdate struct {
 }
 
 func decodeNodeOf(v *victim) string {
-	if v.fact != nil && v.fact.Decode != nil {
-		return v.fact.Decode.Node
+	if v.req != nil {
+		return v.req.DecodeNode
 	}
 	return ""
 }
@@ -917,15 +915,12 @@ func roomOwners(ctx context.Context, d *Dataset, rooms []uint64) (map[uint64]own
 	out := map[uint64]owner{}
 	var unheld, missing []uint64
 	for _, r := range uniqSortedU64(rooms) {
-		if f := d.ByRoom[r]; f != nil && f.Tenant != "" {
-			o := owner{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS}
-			if f.Decode != nil {
-				o.node = f.Decode.Node
-			}
-			out[r] = o
+		f := d.requestIn(r)
+		if f != nil && f.Tenant != "" {
+			out[r] = owner{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS, node: f.DecodeNode}
 			continue
 		}
-		if r != 0 && d.ByRoom[r] == nil && !d.complete {
+		if r != 0 && f == nil && !d.complete {
 			unheld = append(unheld, r)
 			continue
 		}

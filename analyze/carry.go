@@ -118,7 +118,7 @@ func (p *abortPass) absorb(ctx context.Context, wd *Dataset, state string) error
 		keys = append(keys, s.Src)
 		keys = append(keys, s.Cands...)
 	}
-	if err := wd.ensureFacts(ctx, keys, nil); err != nil {
+	if err := wd.ensureFacts(ctx, keys); err != nil {
 		return err
 	}
 	for _, s := range st {

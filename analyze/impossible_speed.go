@@ -223,12 +223,12 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset, nodes map[strin
 	for i, s := range sus {
 		keys[i] = s.p.key
 	}
-	if err := d.ensureFacts(ctx, keys, nil); err != nil {
+	if err := d.ensureRequests(ctx, keys, nil); err != nil {
 		return nil, err
 	}
 	var out []Finding
 	for _, s := range sus {
-		f, p, node, fit := d.ByKey[s.p.key], s.p, s.node, nodes[s.node].fit
+		f, p, node, fit := d.request(s.p.key), s.p, s.node, nodes[s.node].fit
 		if f == nil {
 			return nil, fmt.Errorf("impossible speed: request %s was saved but cannot be linked again", p.key)
 		}
@@ -236,7 +236,7 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset, nodes map[strin
 		bound := want - a.MADs*fit.Sigma
 		fd := f.Finding()
 		fd.Severity = Medium
-		if f.ClientSuccess() {
+		if f.ClientSuccess {
 			fd.Severity = High
 		}
 		fd.Confidence = 0.6 + 0.35*min(1, (want-p.t)/want)
@@ -244,8 +244,8 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset, nodes map[strin
 		fd.Explanation = fmt.Sprintf("TTFT %.0f ms for %s uncached prompt tokens (prompt %s, cached %s) on %s, whose own traffic "+
 			"fits TTFT = %.1f ms + %.4f ms/token (Theil-Sen on %d of %d requests, robust sigma %.1f ms): expected %.0f ms, "+
 			"lower bound %.0f ms. The prefill cannot have computed this prompt; client got %d with %s completion tokens.",
-			p.t, commas(uint64(p.u)), commas(f.PromptTokens()), commas(f.GW.Cached), node, fit.Intercept, fit.Slope,
-			fit.N, nodes[node].n, fit.Sigma, want, max(bound, 0), f.Status(), commas(f.Completion()))
+			p.t, commas(uint64(p.u)), commas(f.PromptTokens), commas(f.CachedTokens), node, fit.Intercept, fit.Slope,
+			fit.N, nodes[node].n, fit.Sigma, want, max(bound, 0), f.Status, commas(f.Completion))
 		fd.Details["ttft_ms"] = fmt.Sprintf("%.3f", p.t)
 		fd.Details["expected_ttft_ms"] = fmt.Sprintf("%.3f", want)
 		fd.Details["fit"] = fmt.Sprintf("%.4f+%.6f*u sigma=%.4f n=%d", fit.Intercept, fit.Slope, fit.Sigma, fit.N)

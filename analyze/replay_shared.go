@@ -111,7 +111,7 @@ func (v *victimRooms) wants(d *Dataset, pr *pageReplay) (want, placeholder map[u
 		if r == 0 {
 			continue
 		}
-		if fa := d.ByKey[k]; fa != nil && fa.Decode != nil && pr != nil && pr.Nodes[fa.Decode.Node] {
+		if fa := d.request(k); fa != nil && fa.HasDecode && pr != nil && pr.Nodes[fa.DecodeNode] {
 			continue // exact lineage, no replay needed
 		}
 		want[r] = true

@@ -103,9 +103,13 @@ type Dataset struct {
 	// Facts, ByRoom and ByKey hold every request of the window (it was
 	// read whole); otherwise requests are read back from request_facts
 	// (the run's rows: readVersion) when a window-wide step needs them.
-	own          *Window
-	parent       *Dataset
-	linked       []*Fact // every request linked (own and context), in time order
+	own    *Window
+	parent *Dataset
+	linked []*Fact // every request linked (own and context), in time order
+	// kept and keptRooms are the summaries of the requests the window's
+	// conclusions read when it is read in slices (keep, ensureRequests).
+	kept         map[string]*domain.RequestSummary
+	keptRooms    map[uint64]*domain.RequestSummary
 	complete     bool
 	factsVersion uint64 // the run's rows are saved under it
 	adopted      uint64 // the version of the link whose rows the run took as its own (adopt.go); 0: none

@@ -108,19 +108,22 @@ func (d *Dataset) owns(t time.Time) bool {
 	return true
 }
 
-// keep retains, on the window's Dataset, the requests a slice's victim
-// findings name, so the reconstruction finds them without reading them
-// again. Other findings' requests are not kept: they are the most of the
-// findings (abort_reuse's low leads) and would make the window's memory
-// grow with them.
+// keep retains, on the window's Dataset, the summaries of the requests a
+// slice's victim findings name, so the conclusions find them without
+// reading them again. A summary, not the request: the conclusions read a
+// victim's finding fields, tenant, model and decode side, not its rows,
+// and the rows were most of the window's growth with its victims (about
+// 35 MB of 18,777 requests at 10M). Other findings' requests are not
+// kept: they are the most of the findings (abort_reuse's low leads) and
+// would make the window's memory grow with them.
 func (d *Dataset) keep(analyzer string, fs []Finding) {
 	wd := d.parent
 	if wd == nil {
 		return
 	}
 	put := func(k string) {
-		if f := d.ByKey[k]; f != nil && wd.ByKey[k] == nil {
-			wd.remember(f)
+		if f := d.ByKey[k]; f != nil && wd.kept[k] == nil {
+			wd.keepSummary(f)
 		}
 	}
 	for i := range fs {
@@ -135,6 +138,44 @@ func (d *Dataset) keep(analyzer string, fs []Finding) {
 	}
 }
 
+// keepSummary keeps f's summary, by key and by room (a room's latest).
+func (d *Dataset) keepSummary(f *Fact) {
+	if d.kept == nil {
+		d.kept, d.keptRooms = map[string]*domain.RequestSummary{}, map[uint64]*domain.RequestSummary{}
+	}
+	s := f.Summary()
+	d.kept[f.Key] = &s
+	if f.Room != 0 {
+		d.keptRooms[f.Room] = &s
+	}
+}
+
+// request is what the window knows of the request with this key: the
+// summary a slice kept or a conclusion read back, else the summary of the
+// request it holds whole; nil when neither.
+func (d *Dataset) request(key string) *domain.RequestSummary {
+	if s := d.kept[key]; s != nil {
+		return s
+	}
+	if f := d.ByKey[key]; f != nil {
+		s := f.Summary()
+		return &s
+	}
+	return nil
+}
+
+// requestIn is request for the request of a bootstrap room.
+func (d *Dataset) requestIn(room uint64) *domain.RequestSummary {
+	if s := d.keptRooms[room]; s != nil {
+		return s
+	}
+	if f := d.ByRoom[room]; f != nil {
+		s := f.Summary()
+		return &s
+	}
+	return nil
+}
+
 func (d *Dataset) remember(f *Fact) {
 	d.ByKey[f.Key] = f
 	if f.Room != 0 {
@@ -142,24 +183,50 @@ func (d *Dataset) remember(f *Fact) {
 	}
 }
 
-// ensureFacts makes sure the window's Dataset knows the requests of these
-// keys and rooms that this run saved (when it holds only some): it reads
-// their saved facts' lines back and links them again. A request the run
-// did not save (outside the window) stays unknown, as when the window is
-// read whole.
-func (d *Dataset) ensureFacts(ctx context.Context, keys []string, rooms []uint64) error {
+// ensureRequests makes sure the window's Dataset knows (request,
+// requestIn) the requests of these keys and rooms that this run saved
+// (when it holds only some): it reads their saved facts' lines back,
+// links them again and keeps their summaries. A request the run did not
+// save (outside the window) stays unknown, as when the window is read
+// whole.
+func (d *Dataset) ensureRequests(ctx context.Context, keys []string, rooms []uint64) error {
+	return d.readBack(ctx, keys, rooms,
+		func(k string) bool { return d.kept[k] != nil || d.ByKey[k] != nil },
+		func(r uint64) bool { return d.keptRooms[r] != nil || d.ByRoom[r] != nil },
+		func(f *Fact) {
+			if d.kept[f.Key] == nil {
+				d.keepSummary(f)
+			}
+		})
+}
+
+// ensureFacts is ensureRequests for a caller that needs the requests
+// whole, with their rows (ByKey): abort_reuse's cases carried from the
+// slices' workers.
+func (d *Dataset) ensureFacts(ctx context.Context, keys []string) error {
+	return d.readBack(ctx, keys, nil, func(k string) bool { return d.ByKey[k] != nil }, nil, func(f *Fact) {
+		if d.ByKey[f.Key] == nil {
+			d.remember(f)
+		}
+	})
+}
+
+// readBack links again the requests of keys and rooms the run saved that
+// hasKey and hasRoom do not know, and hands each to fn.
+func (d *Dataset) readBack(ctx context.Context, keys []string, rooms []uint64,
+	hasKey func(string) bool, hasRoom func(uint64) bool, fn func(*Fact)) error {
 	if d.complete {
 		return nil
 	}
 	var wantK []string
 	for _, k := range keys {
-		if k != "" && d.ByKey[k] == nil {
+		if k != "" && !hasKey(k) {
 			wantK = append(wantK, k)
 		}
 	}
 	var wantR []uint64
 	for _, r := range rooms {
-		if r != 0 && d.ByRoom[r] == nil {
+		if r != 0 && !hasRoom(r) {
 			wantR = append(wantR, r)
 		}
 	}
@@ -174,21 +241,12 @@ func (d *Dataset) ensureFacts(ctx context.Context, keys []string, rooms []uint64
 	if err != nil {
 		return fmt.Errorf("requests named after the slices: %w", err)
 	}
-	return d.relink(ctx, refs)
+	return d.linkRefs(ctx, refs, fn)
 }
 
 // relinkChunk is how many lines one evidence read asks for; refs are in
 // time order, so each read covers a short span of the tables.
 const relinkChunk = 8_000
-
-// relink links saved facts again from their own lines and remembers them.
-func (d *Dataset) relink(ctx context.Context, refs []domain.FactRef) error {
-	return d.linkRefs(ctx, refs, func(f *Fact) {
-		if d.ByKey[f.Key] == nil {
-			d.remember(f)
-		}
-	})
-}
 
 // linkRefs links saved facts of the window again from their own lines and
 // hands each to fn: every line is read first, then linked together.

@@ -109,12 +109,12 @@ func (mismatchPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 		}
 	}
 	sort.Slice(rooms, func(i, j int) bool { return rooms[i] < rooms[j] })
-	if err := d.ensureFacts(ctx, nil, named); err != nil {
+	if err := d.ensureRequests(ctx, nil, named); err != nil {
 		return nil, err
 	}
 	for _, room := range rooms {
 		r := pr.Reads[room]
-		f := d.ByRoom[room]
+		f := d.requestIn(room)
 		if f == nil || !d.Window.Contains(f.TS) {
 			continue
 		}
@@ -124,7 +124,7 @@ func (mismatchPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 		stale := 0
 		for w, n := range r.Stale {
 			stale += n
-			if src := d.ByRoom[w]; src != nil {
+			if src := d.requestIn(w); src != nil {
 				fd.ForeignRequestKeys = append(fd.ForeignRequestKeys, src.Key)
 				if src.Tenant != f.Tenant {
 					fd.ForeignTenants = append(fd.ForeignTenants, src.Tenant)
@@ -134,12 +134,12 @@ func (mismatchPass) finish(ctx context.Context, d *Dataset) ([]Finding, error) {
 			}
 		}
 		fd.Severity, fd.Confidence = High, 1
-		if !f.ClientSuccess() {
+		if !f.ClientSuccess {
 			fd.Severity = Medium
 		}
 		fd.Title = fmt.Sprintf("decode read %s pages written by other rooms and %s never-written pages", commas(uint64(stale)), commas(uint64(r.Never)))
 		fd.Explanation = fmt.Sprintf("page events on %s rank %d: bootstrap_room %d read %s pages; %s of them were last written by %d other rooms and %s were never written since boot; client got %d with %s completion tokens.",
-			r.Node, r.Rank, room, commas(uint64(r.Pages)), commas(uint64(stale)), len(r.Stale), commas(uint64(r.Never)), f.Status(), commas(f.Completion()))
+			r.Node, r.Rank, room, commas(uint64(r.Pages)), commas(uint64(stale)), len(r.Stale), commas(uint64(r.Never)), f.Status, commas(f.Completion))
 		fd.Details["method"] = "page_events"
 		fd.Details["stale_pages"] = fmt.Sprint(stale)
 		fd.Details["never_written_pages"] = fmt.Sprint(r.Never)

@@ -98,8 +98,8 @@ func (vs *victimSet) group(d *Dataset, size int) {
 	byRoom := map[uint64]*unit{}
 	for i := range n {
 		node := ""
-		if f := d.ByKey[rv.keys[i]]; f != nil && f.Decode != nil {
-			node = f.Decode.Node
+		if f := d.request(rv.keys[i]); f != nil && f.HasDecode {
+			node = f.DecodeNode
 		}
 		u := byRoom[rv.rooms[i]]
 		if u == nil {

@@ -21,14 +21,24 @@ type neighbour struct {
 }
 
 func neighbourOf(f *Fact, node string) (neighbour, bool) {
-	if f.Decode == nil || f.Decode.Node != node || f.Tenant == "" {
+	if f.Decode == nil {
 		return neighbour{}, false
 	}
-	n := neighbour{key: f.Key, tenant: f.Tenant, model: f.Model, ts: f.TS, rank: f.Decode.DPRank}
+	// The fields neighbourOfRequest reads, without the summary's lists.
+	s := domain.RequestSummary{Key: f.Key, Tenant: f.Tenant, Model: f.Model, TS: f.TS,
+		HasDecode: true, DecodeNode: f.Decode.Node, DecodeDPRank: f.Decode.DPRank}
 	if f.Decode.Recv != nil {
-		n.recv = f.Decode.Recv.Line
+		s.DecodeRecv = f.Decode.Recv.Line
 	}
-	return n, true
+	return neighbourOfRequest(&s, node)
+}
+
+// neighbourOfRequest is neighbourOf for a request the window knows.
+func neighbourOfRequest(s *domain.RequestSummary, node string) (neighbour, bool) {
+	if !s.HasDecode || s.DecodeNode != node || s.Tenant == "" {
+		return neighbour{}, false
+	}
+	return neighbour{key: s.Key, tenant: s.Tenant, model: s.Model, ts: s.TS, rank: s.DecodeDPRank, recv: s.DecodeRecv}, true
 }
 
 // neighbourWindow slides over one decode node's requests in time order:
@@ -107,10 +117,10 @@ func (w *neighbourWindow) read(ctx context.Context, from, to time.Time) error {
 			return err
 		}
 		for _, r := range refs {
-			switch f := d.ByKey[r.Key]; {
+			switch f := d.request(r.Key); {
 			case w.keys[r.Key]:
 			case f != nil:
-				if n, ok := neighbourOf(f, w.node); ok {
+				if n, ok := neighbourOfRequest(f, w.node); ok {
 					keep(n)
 				}
 			case d.Window.Contains(r.TS) && r.Tenant != "" && r.DecodeNode == w.node:
@@ -194,8 +204,8 @@ func addWindowSources(ctx context.Context, d *Dataset, fallback []*victim, fold 
 // both are known) in the windowBefore before it as possible writers.
 func addNeighbours(v *victim, node string, near []neighbour) {
 	rank := int16(-1)
-	if v.fact.Decode != nil {
-		rank = v.fact.Decode.DPRank
+	if v.req != nil && v.req.HasDecode {
+		rank = v.req.DecodeDPRank
 	}
 	for _, n := range near {
 		if n.key == v.key {

@@ -325,7 +325,7 @@ func (r *Runner) finishJob(ctx context.Context, wd *Dataset, sel []Analyzer, job
 			return nil, err
 		}
 	}
-	if err := wd.ensureFacts(ctx, keys, nil); err != nil {
+	if err := wd.ensureRequests(ctx, keys, nil); err != nil {
 		return nil, err
 	}
 	rep.Phases = append(rep.Phases, Phase{"read slice results", time.Since(t0)})

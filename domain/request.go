@@ -245,18 +245,8 @@ func (f *Request) LastTS() time.Time {
 // Finding starts a finding about this request: its times, keys, nodes
 // and evidence lines, for an analyzer to fill in.
 func (f *Request) Finding() Finding {
-	fd := Finding{
-		TS: f.TS, FirstTS: f.FirstTS(), LastTS: f.LastTS(), RequestKey: f.Key, GatewayRequestID: f.RequestID(),
-		Tenant: f.Tenant, Room: f.Room, RIDs: f.RIDs(), Evidence: f.Lines(), DecodeDPRank: -1,
-		Details: map[string]string{"links": f.Links()},
-	}
-	if f.Prefill != nil {
-		fd.PrefillNode = f.Prefill.Node
-	}
-	if f.Decode != nil {
-		fd.DecodeNode, fd.DecodeDPRank = f.Decode.Node, f.Decode.DPRank
-	}
-	return fd
+	s := f.Summary()
+	return s.finding()
 }
 
 // uniqSortedU64 sorts v in place and returns its distinct non-zero values.
