@@ -153,23 +153,19 @@ func (d *Dataset) keepSummary(f *Fact) {
 // request is what the window knows of the request with this key: the
 // summary a slice kept or a conclusion read back, else the summary of the
 // request it holds whole; nil when neither.
-func (d *Dataset) request(key string) *domain.RequestSummary {
-	if s := d.kept[key]; s != nil {
-		return s
-	}
-	if f := d.ByKey[key]; f != nil {
-		s := f.Summary()
-		return &s
-	}
-	return nil
-}
+func (d *Dataset) request(key string) *domain.RequestSummary { return known(d.kept, d.ByKey, key) }
 
 // requestIn is request for the request of a bootstrap room.
 func (d *Dataset) requestIn(room uint64) *domain.RequestSummary {
-	if s := d.keptRooms[room]; s != nil {
+	return known(d.keptRooms, d.ByRoom, room)
+}
+
+// known is k's summary in kept, else the summary of its request in whole.
+func known[K comparable](kept map[K]*domain.RequestSummary, whole map[K]*Fact, k K) *domain.RequestSummary {
+	if s := kept[k]; s != nil {
 		return s
 	}
-	if f := d.ByRoom[room]; f != nil {
+	if f := whole[k]; f != nil {
 		s := f.Summary()
 		return &s
 	}
