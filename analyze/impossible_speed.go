@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -143,14 +144,32 @@ func (a *ImpossibleSpeed) points(ctx context.Context, d *Dataset, hashed bool, f
 		a.factPoints(d, hashed, fn)
 		return nil
 	}
-	return d.DB.ScanSpeedPoints(ctx, d.readVersion(), d.Window.From, d.Window.To, func(sp domain.SpeedPoint) error {
+	return d.DB.ScanSpeedPoints(ctx, d.readVersion(), d.Window.From, d.Window.To, savedPoints(d, hashed, fn))
+}
+
+// suspects calls fn for the points that may lie under their node's bound
+// (at least every one that does): when the window was read in slices the
+// server tests the bounds as it reads the saved facts, so only those
+// points reach kvtrail.
+func (a *ImpossibleSpeed) suspects(ctx context.Context, d *Dataset, b domain.SpeedBounds, fn func(node string, p speedPoint)) error {
+	if d.complete {
+		a.factPoints(d, false, fn)
+		return nil
+	}
+	return d.DB.ScanSpeedSuspects(ctx, d.readVersion(), d.Window.From, d.Window.To, b, savedPoints(d, false, fn))
+}
+
+// savedPoints turns the saved facts' speed points into fn's, leaving out
+// those the fit does not judge (as factPoints does).
+func savedPoints(d *Dataset, hashed bool, fn func(node string, p speedPoint)) func(domain.SpeedPoint) error {
+	return func(sp domain.SpeedPoint) error {
 		prompt := max(sp.Prompt, sp.DecodePrompt)
 		if sp.Status != 200 || sp.TTFTMs <= 0 || sp.PrefillNode == "" || !d.Window.Contains(sp.TS) || sp.Cached > prompt {
 			return nil
 		}
 		fn(sp.PrefillNode, newSpeedPoint(sp.Key, prompt, sp.Cached, sp.TTFTMs, hashed))
 		return nil
-	})
+	}
 }
 
 // factPoints calls fn for the points of d's own requests in memory.
@@ -189,7 +208,10 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset, nodes map[strin
 			return nil, err
 		}
 	}
-	for _, sn := range nodes {
+	bounds := domain.SpeedBounds{MinUncached: a.MinUncached, Ratio: a.MaxRatio}
+	at := map[string]int{} // node → its bound in bounds
+	for _, node := range slices.Sorted(maps.Keys(nodes)) {
+		sn := nodes[node]
 		if sn.n < a.MinSamples {
 			continue
 		}
@@ -199,22 +221,21 @@ func (a *ImpossibleSpeed) judge(ctx context.Context, d *Dataset, nodes map[strin
 		fit, ok := a.fit(sn.sample)
 		sn.fit, sn.ok = fit, ok && fit.Slope > 0
 		sn.sample = nil
+		if sn.ok {
+			at[node] = len(bounds.Nodes)
+			bounds.Nodes = append(bounds.Nodes, domain.SpeedBound{Node: node, Intercept: fit.Intercept, Slope: fit.Slope,
+				Margin: a.MADs * fit.Sigma})
+		}
 	}
 	type suspect struct {
 		node string
 		p    speedPoint
 	}
 	var sus []suspect
-	err := a.points(ctx, d, false, func(node string, p speedPoint) {
-		sn := nodes[node]
-		if sn == nil || !sn.ok || p.u < float64(a.MinUncached) {
-			return
+	err := a.suspects(ctx, d, bounds, func(node string, p speedPoint) {
+		if i, ok := at[node]; ok && bounds.Under(bounds.Nodes[i], p.u, p.t) {
+			sus = append(sus, suspect{node, p})
 		}
-		want := sn.fit.Predict(p.u)
-		if p.t >= want-a.MADs*sn.fit.Sigma || p.t >= a.MaxRatio*want {
-			return
-		}
-		sus = append(sus, suspect{node, p})
 	})
 	if err != nil {
 		return nil, err

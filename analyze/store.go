@@ -43,7 +43,8 @@ type Evidence interface {
 	// bucket, the prefill host votes of the node map, saved facts of this
 	// run by key, room or decode node (by room without their lines, for
 	// the owners of writer rooms), the lines they were linked from,
-	// and the impossible-speed fit's points grouped by the server.
+	// and the impossible-speed fit's points (or those under its bounds)
+	// picked by the server.
 	RequestCounts(ctx context.Context, from, to time.Time, step time.Duration) ([]domain.Bucket, error)
 	PrefillHostVotes(ctx context.Context, from, to time.Time) (map[string]map[string]int, error)
 	RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error)
@@ -52,6 +53,7 @@ type Evidence interface {
 	DecodeReceiveLines(ctx context.Context, from, to time.Time, node string) ([]uint64, error)
 	EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error
 	ScanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, fn func(domain.SpeedPoint) error) error
+	ScanSpeedSuspects(ctx context.Context, version uint64, from, to time.Time, b domain.SpeedBounds, fn func(domain.SpeedPoint) error) error
 	// posture.DB is what posture.Load reads the fleet's settings through
 	// (the posture_regression analyzer).
 	posture.DB

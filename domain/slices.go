@@ -57,6 +57,33 @@ type SpeedPoint struct {
 	Status       uint16
 }
 
+// SpeedBounds are the impossible-speed fit's bounds, one per prefill node
+// whose traffic gave a fit: a point of a node with u uncached prompt tokens
+// and time to first token t lies under its bound when u >= MinUncached and
+// t < min(want - Margin, Ratio × want), want = Intercept + Slope × u.
+type SpeedBounds struct {
+	Nodes       []SpeedBound
+	MinUncached uint64
+	Ratio       float64
+}
+
+// SpeedBound is one prefill node's fitted TTFT line and how far below it a
+// point must lie (its robust sigmas, in ms).
+type SpeedBound struct {
+	Node                     string
+	Intercept, Slope, Margin float64
+}
+
+// Under reports whether a point of b's node lies under it, computed in the
+// order the store's prefilter computes it.
+func (s SpeedBounds) Under(b SpeedBound, u, t float64) bool {
+	if u < float64(s.MinUncached) {
+		return false
+	}
+	want := b.Intercept + b.Slope*u
+	return t < want-b.Margin && t < s.Ratio*want
+}
+
 // ReplayPart is a piece of an analysis job's shared allocator replay: an
 // ask (Kind "ask": what the concluding worker needs replayed) or one
 // decode node's answer to it (Kind "answer", Unit the node's unit), both

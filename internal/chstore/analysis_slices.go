@@ -435,6 +435,56 @@ func (s *Store) ScanSpeedPoints(ctx context.Context, version uint64, from, to ti
 	return nil
 }
 
+// anSpeedSuspectsSQL: anSpeedPointsSQL's rows (the newest of each key)
+// for the keys that have a row under its node's impossible-speed bound
+// (domain.SpeedBounds; a key whose newest row is under it is among them).
+// The bound is tested as the rows are read, so the server sorts only the
+// few keys under it, where the judge's read of every point sorted the
+// window's keys and sent every row to kvtrail. The bound is widened by
+// speedSuspectSlack, so a point exactly on it is read and the Go judge,
+// whose arithmetic may round differently, decides. GLOBAL IN: on a
+// cluster the keys are found once over request_facts and sent to the
+// shards.
+const anSpeedSuspectsSQL = `SELECT request_key, prefill_node, prompt_tokens, decode_prompt_tokens, cached_tokens, ttft_ms,
+ status, ts_ns
+FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key GLOBAL IN (
+ SELECT request_key FROM (
+  SELECT request_key, ttft_ms,
+   toFloat64(greatest(prompt_tokens, decode_prompt_tokens)) - toFloat64(cached_tokens) AS u,
+   transform(toString(prefill_node), ?, ?, cast(0, 'Float64')) + transform(toString(prefill_node), ?, ?, cast(0, 'Float64')) * u AS want,
+   transform(toString(prefill_node), ?, ?, cast(0, 'Float64')) AS margin
+  FROM request_facts
+  WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND status = 200 AND ttft_ms > 0
+   AND cached_tokens <= greatest(prompt_tokens, decode_prompt_tokens) AND has(?, toString(prefill_node)))
+ WHERE u >= ? AND ttft_ms < least(want - margin, ? * want) + ?)
+ORDER BY request_key, version DESC
+LIMIT 1 BY request_key`
+
+// speedSuspectSlack (ms) widens the store's test of a bound: TTFTs are
+// logged to the microsecond, so it admits no more than the points within
+// a hundredth of a millisecond of their bound.
+const speedSuspectSlack = 0.01
+
+// ScanSpeedSuspects streams ScanSpeedPoints' points that may lie under
+// their node's bound in b: every point under it, and perhaps a few within
+// speedSuspectSlack of it, which the caller judges again
+// (domain.SpeedBounds.Under).
+func (s *Store) ScanSpeedSuspects(ctx context.Context, version uint64, from, to time.Time, b domain.SpeedBounds, fn func(domain.SpeedPoint) error) error {
+	if len(b.Nodes) == 0 {
+		return nil
+	}
+	n := len(b.Nodes)
+	nodes, icpt, slope, margin := make([]string, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for i, x := range b.Nodes {
+		nodes[i], icpt[i], slope[i], margin[i] = x.Node, x.Intercept, x.Slope, x.Margin
+	}
+	f, t := UnixArg(from), UnixArg(to)
+	args := []any{version, f, t, nodes, icpt, nodes, slope, nodes, margin, version, f, t, nodes,
+		float64(b.MinUncached), b.Ratio, speedSuspectSlack}
+	return s.scanSpeedRows(ctx, anSpeedSuspectsSQL, args, fn)
+}
+
 // speedCols are the columns of anSpeedPointsSQL, in its order; the
 // prefill node is one of a few, shared rather than copied.
 type speedCols struct {
@@ -458,8 +508,13 @@ func (c *speedCols) results() proto.Results {
 // parts. The fit reads the window's points twice, so at scale these are
 // the analysis's largest reads after the slices': a block at a time.
 func (s *Store) scanSpeedPoints(ctx context.Context, version uint64, from, to time.Time, parts, part uint64, fn func(domain.SpeedPoint) error) error {
+	return s.scanSpeedRows(ctx, anSpeedPointsSQL, []any{version, UnixArg(from), UnixArg(to), parts, part}, fn)
+}
+
+// scanSpeedRows streams the rows of a select of speedCols' columns.
+func (s *Store) scanSpeedRows(ctx context.Context, query string, args []any, fn func(domain.SpeedPoint) error) error {
 	var c speedCols
-	err := s.scanBlocks(ctx, anSpeedPointsSQL, []any{version, UnixArg(from), UnixArg(to), parts, part}, c.results(), func(n int) error {
+	err := s.scanBlocks(ctx, query, args, c.results(), func(n int) error {
 		for i := range n {
 			p := domain.SpeedPoint{
 				Key: c.key.Row(i), PrefillNode: c.node.Row(i), Prompt: c.prompt[i], DecodePrompt: c.decodePrompt[i],

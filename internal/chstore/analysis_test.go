@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -426,6 +427,101 @@ func TestSpeedPointsInParts(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s read %d times", k, n)
 		}
+	}
+}
+
+// The server's test of the impossible-speed bounds reads every point the
+// Go judge would find under them among all points (the newest row of each
+// key), and few others: a key whose older row is under its bound but whose
+// newest is not is judged on the newest, and the reverse too.
+func TestSpeedSuspectsAreThePointsUnderTheBounds(t *testing.T) {
+	s := testdb.New(t)
+	ctx := context.Background()
+	b := domain.SpeedBounds{MinUncached: 8192, Ratio: 0.25, Nodes: []domain.SpeedBound{
+		{Node: "p0", Intercept: 100, Slope: 0.1, Margin: 300},
+		{Node: "p1", Intercept: 50, Slope: 0.2, Margin: 100},
+	}}
+	fact := func(i int, node string, prompt, cached uint64, ttft float64, status uint16) *domain.Request {
+		key := fmt.Sprintf("q%03d", i)
+		return &domain.Request{Key: key, TS: anT0.Add(time.Duration(i) * time.Second), Tenant: "acme",
+			GW:      &domain.GatewayResponse{RequestID: key, Status: status, Prompt: prompt, Cached: cached, TTFTMs: ttft, Line: uint64(i + 1)},
+			Prefill: &domain.Side{Node: node, DPRank: -1}}
+	}
+	var v1 []*domain.Request
+	for i := range 120 {
+		node := []string{"p0", "p1", "p9"}[i%3] // p9 has no bound
+		prompt := uint64(4000 + 200*i)
+		ttft := []float64{5, 80, 400, 3000}[i%4]
+		v1 = append(v1, fact(i, node, prompt, uint64(i%5)*100, ttft, 200))
+	}
+	// Exactly on p0's bound at u = 10,000 (want 1,100, ratio × want 275):
+	// under it for the store's slack, not for the judge.
+	v1 = append(v1, fact(200, "p0", 10_000, 0, 275, 200))
+	// Under the bound but not judged: an error status, more cached than
+	// prompted.
+	v1 = append(v1, fact(201, "p0", 20_000, 0, 5, 500), fact(202, "p1", 20_000, 30_000, 5, 200))
+	// A newer version of two keys: q025 (under in version 1) is no longer,
+	// q007 (not under in version 1) now is.
+	v2 := []*domain.Request{fact(25, "p1", 9000, 0, 3000, 200), fact(7, "p1", 20_000, 200, 5, 200)}
+	if err := s.SaveRequestFacts(ctx, v1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveRequestFacts(ctx, v2, 2); err != nil {
+		t.Fatal(err)
+	}
+	under := func(p domain.SpeedPoint) bool {
+		prompt := max(p.Prompt, p.DecodePrompt)
+		if p.Status != 200 || p.TTFTMs <= 0 || p.Cached > prompt {
+			return false
+		}
+		for _, nb := range b.Nodes {
+			if nb.Node == p.PrefillNode {
+				return b.Under(nb, float64(prompt-p.Cached), p.TTFTMs)
+			}
+		}
+		return false
+	}
+	to := anT0.Add(time.Hour)
+	want, all := map[string]bool{}, 0
+	if err := s.ScanSpeedPoints(ctx, 1, anT0, to, func(p domain.SpeedPoint) error {
+		all++
+		if under(p) {
+			want[p.Key] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, read := map[string]bool{}, map[string]int{}
+	if err := s.ScanSpeedSuspects(ctx, 1, anT0, to, b, func(p domain.SpeedPoint) error {
+		read[p.Key]++
+		if under(p) {
+			got[p.Key] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("under the bounds: store's %v, every point's %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	if len(want) < 10 || !want["q007"] || want["q025"] {
+		t.Fatalf("the fixture should put q007 and at least 10 points under the bounds, not q025: %v", slices.Sorted(maps.Keys(want)))
+	}
+	if read["q200"] != 1 || len(read) > len(want)+3 || len(read) >= all/2 {
+		t.Fatalf("the store read %d of %d points (%d under, the one on a bound read %d times)", len(read), all, len(want), read["q200"])
+	}
+	for k, n := range read {
+		if n != 1 {
+			t.Errorf("%s read %d times", k, n)
+		}
+	}
+	// No bounds, nothing read.
+	if err := s.ScanSpeedSuspects(ctx, 1, anT0, to, domain.SpeedBounds{}, func(domain.SpeedPoint) error {
+		t.Fatal("a point read with no bounds")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
