@@ -52,8 +52,12 @@ type coreKeys struct {
 	rids              map[string]bool
 }
 
-func newCoreKeys() *coreKeys {
-	return &coreKeys{gwRooms: map[uint64]bool{}, engRooms: map[uint64]bool{}, rids: map[string]bool{}}
+// newCoreKeys sizes the keys for a core of about requests requests (a
+// room each, a rid on each side): grown from empty, the maps were
+// rehashed on the way, about half of their inserts' time.
+func newCoreKeys(requests int) *coreKeys {
+	return &coreKeys{gwRooms: make(map[uint64]bool, requests), engRooms: make(map[uint64]bool, requests),
+		rids: make(map[string]bool, 2*requests)}
 }
 
 func (k *coreKeys) gateway(g *GatewayResponse) {
@@ -101,16 +105,17 @@ func loadLinked(ctx context.Context, db Evidence, d *Dataset, core Window, lo, h
 	cf, ct := core.From.Truncate(time.Second), core.To.Truncate(time.Second)
 	// The keys come from the responses of the core's whole seconds, as its
 	// engine lines are read; the slice links those within core.
-	keys := newCoreKeys()
-	var gw []*GatewayResponse
-	if err := db.ScanGatewayResponses(ctx, Window{From: cf, To: ct.Add(time.Second)}, func(g *GatewayResponse) error {
+	read, err := loadGateway(ctx, db, Window{From: cf, To: ct.Add(time.Second)})
+	if err != nil {
+		return nil, err
+	}
+	keys := newCoreKeys(len(read))
+	gw := read[:0] // the core's, in place
+	for _, g := range read {
 		keys.gateway(g)
 		if core.Contains(g.TS) {
 			gw = append(gw, g)
 		}
-		return nil
-	}); err != nil {
-		return nil, err
 	}
 	coreE, err := loadEngine(ctx, db, cf, ct)
 	if err != nil {

@@ -45,7 +45,7 @@ func TestSliceMarginKeepsWhatTheCoreNames(t *testing.T) {
 		{"the other side's room is only a core engine line's", TransferEvent{Room: 98, OtherRoom: 21}, false},
 		{"unrelated", TransferEvent{Room: 97, RID: "y", OtherRoom: 96}, false},
 	}
-	k := newCoreKeys()
+	k := newCoreKeys(len(core.gw))
 	for _, g := range core.gw {
 		k.gateway(g)
 	}
