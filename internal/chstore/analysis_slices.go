@@ -461,9 +461,11 @@ WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_k
 ORDER BY request_key, version DESC
 LIMIT 1 BY request_key`
 
-// speedSuspectSlack (ms) widens the store's test of a bound: TTFTs are
-// logged to the microsecond, so it admits no more than the points within
-// a hundredth of a millisecond of their bound.
+// speedSuspectSlack (ms) widens the store's test of a bound. Both sides
+// compute the same floating-point operations, but Go may fuse a multiply
+// and an add on some platforms; the difference that can make is far below
+// a hundredth of a millisecond, and the points it admits beyond the bound
+// are only those that close to it.
 const speedSuspectSlack = 0.01
 
 // ScanSpeedSuspects streams ScanSpeedPoints' points that may lie under
