@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"regexp"
@@ -256,7 +257,17 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 			// Every statement is idempotent (IF NOT EXISTS, or guarded by a
 			// system.columns check), so a crash mid-migration is repaired
 			// by running it again.
-			if err := m.store.ExecDDL(ctx, stmt); err != nil {
+			err := m.store.ExecDDL(ctx, stmt)
+			for try := 0; try < clusterDDLRetries && clusterDDLTimedOut(stmt, err); try++ {
+				// A host has not run it yet and will in the background:
+				// asked again, the hosts run it after what they have
+				// queued, so the answer comes once the slow host caught
+				// up, and the statement is idempotent where it ran.
+				slog.Warn("an ON CLUSTER migration statement outlasted distributed_ddl_task_timeout; asking again, to wait for the slow host",
+					"migration", mg.Name, "statement", i+1)
+				err = m.store.ExecDDL(ctx, stmt)
+			}
+			if err != nil {
 				if duplicateColumn(stmt, err) {
 					// 18.16 has no ADD COLUMN IF NOT EXISTS: a re-run of
 					// an interrupted ALTER finds its column already there.
@@ -511,6 +522,23 @@ func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]
 
 // duplicateColumn reports an ALTER ... ADD COLUMN that failed because the
 // column exists (ClickHouse error 44 ILLEGAL_COLUMN / 15 DUPLICATE_COLUMN).
+// clusterDDLRetries is how many more times an ON CLUSTER statement is sent
+// after its wait ended at the server's distributed_ddl_task_timeout (180 s
+// by default): on a loaded 2-core machine running four test servers one
+// host's DDL queue fell that far behind, and the migration failed though
+// the host ran the statement later.
+const clusterDDLRetries = 2
+
+// codeTimeoutExceeded is TIMEOUT_EXCEEDED, which an ON CLUSTER statement
+// answers when a host has not run it within distributed_ddl_task_timeout.
+const codeTimeoutExceeded int32 = 159
+
+// clusterDDLTimedOut reports whether err ended an ON CLUSTER statement's
+// wait for a host that still runs it.
+func clusterDDLTimedOut(stmt string, err error) bool {
+	return err != nil && IsCode(err, codeTimeoutExceeded) && strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ")
+}
+
 func duplicateColumn(stmt string, err error) bool {
 	up := strings.ToUpper(stmt)
 	if !strings.HasPrefix(strings.TrimSpace(up), "ALTER TABLE") || !strings.Contains(up, "ADD COLUMN") {
