@@ -520,25 +520,23 @@ func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]
 	return st
 }
 
-// duplicateColumn reports an ALTER ... ADD COLUMN that failed because the
-// column exists (ClickHouse error 44 ILLEGAL_COLUMN / 15 DUPLICATE_COLUMN).
-// clusterDDLRetries is how many more times an ON CLUSTER statement is sent
-// after its wait ended at the server's distributed_ddl_task_timeout (180 s
-// by default): on a loaded 2-core machine running four test servers one
-// host's DDL queue fell that far behind, and the migration failed though
-// the host ran the statement later.
+// clusterDDLRetries is how many more times a migration's ON CLUSTER
+// statement is sent after its wait ended at the server's
+// distributed_ddl_task_timeout (180 s by default): on a loaded 2-core
+// machine running four test servers one host's DDL queue fell that far
+// behind, and the migration failed though the host ran the statement
+// later. Only migrations resend: their statements are idempotent, which
+// other ON CLUSTER statements (a findings update) need not be.
 const clusterDDLRetries = 2
-
-// codeTimeoutExceeded is TIMEOUT_EXCEEDED, which an ON CLUSTER statement
-// answers when a host has not run it within distributed_ddl_task_timeout.
-const codeTimeoutExceeded int32 = 159
 
 // clusterDDLTimedOut reports whether err ended an ON CLUSTER statement's
 // wait for a host that still runs it.
 func clusterDDLTimedOut(stmt string, err error) bool {
-	return err != nil && IsCode(err, codeTimeoutExceeded) && strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ")
+	return err != nil && IsCode(err, CodeTimeoutExceeded) && strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ")
 }
 
+// duplicateColumn reports an ALTER ... ADD COLUMN that failed because the
+// column exists (ClickHouse error 44 ILLEGAL_COLUMN / 15 DUPLICATE_COLUMN).
 func duplicateColumn(stmt string, err error) bool {
 	up := strings.ToUpper(stmt)
 	if !strings.HasPrefix(strings.TrimSpace(up), "ALTER TABLE") || !strings.Contains(up, "ADD COLUMN") {

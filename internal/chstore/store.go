@@ -450,6 +450,9 @@ func IsCode(err error, code int32) bool {
 const (
 	CodeTableAlreadyExists int32 = 57
 	CodeUnknownTable       int32 = 60
+	// CodeTimeoutExceeded is also what an ON CLUSTER statement answers when
+	// a host has not run it within distributed_ddl_task_timeout.
+	CodeTimeoutExceeded int32 = 159
 )
 
 // quoteIdent backquotes an identifier. Database names are validated by
