@@ -8,16 +8,12 @@ import (
 	"github.com/go-faster/city"
 )
 
-// ListBytes bounds the literal text of one statement's list of keys or
-// ids (the store cuts a longer list into several statements), and
-// IDsPerList is how many 64-bit ids fill it (at most 20 digits and a
-// separator each). A read by list scans its table's time range whatever
-// the list's length, so a caller that reads in batches fills each batch
-// to a list.
-const (
-	ListBytes  = 4 << 20
-	IDsPerList = ListBytes / 22
-)
+// IDsPerList is how many ids a caller that reads by list in batches puts
+// in one batch. A read by list scans its table's time range whatever the
+// list's length, so fuller batches read less; the batch bounds what its
+// answer holds. (The store sends a list as a table beside its statement,
+// so the list's length has no limit of its own.)
+const IDsPerList = 190_650
 
 // FactRow is one request_facts row as kvtrail saves a linked request: the
 // one mapping from a Request to its saved columns, used by the store to

@@ -87,6 +87,21 @@ type Setting struct {
 // block's row count. An error from onBlock stops the read and is returned
 // as is.
 func Query(ctx context.Context, o Options, sql string, settings []Setting, res proto.Results, onBlock func(rows int) error) error {
+	return QueryTables(ctx, o, sql, settings, nil, res, onBlock)
+}
+
+// Table is a table sent with a query as external data (a temporary table
+// the statement names, e.g. "x IN kvt_rooms"): a list the server reads as
+// a block instead of parsing it as a literal. Every column of Columns has
+// the same number of rows.
+type Table struct {
+	Name    string
+	Columns proto.Input
+}
+
+// QueryTables is Query with tables sent as the query's external data.
+func QueryTables(ctx context.Context, o Options, sql string, settings []Setting, tables []Table, res proto.Results,
+	onBlock func(rows int) error) error {
 	c, err := dial(ctx, o)
 	if err != nil {
 		return err
@@ -100,7 +115,7 @@ func Query(ctx context.Context, o Options, sql string, settings []Setting, res p
 	// read timeout); the error is then the context's.
 	stop := context.AfterFunc(ctx, func() { _ = c.conn.Close() })
 	defer stop()
-	err = c.query(sql, settings, res, onBlock)
+	err = c.query(sql, settings, tables, res, onBlock)
 	if ctx.Err() != nil && err != nil {
 		var ex *Exception
 		if !errors.As(err, &ex) {
@@ -237,11 +252,11 @@ func (c *client) compression() proto.Compression {
 	return proto.CompressionDisabled
 }
 
-// sendQuery writes the query packet and the empty data block that ends the
-// (absent) external tables. ch-go's proto.Query leaves the client info out
+// sendQuery writes the query packet, each external table as a data packet
+// of its name, and the empty data block that ends them. ch-go's proto.Query leaves the client info out
 // below revision 54420, so the packet is laid out here, field by field as
 // ClickHouse's TCPHandler::receiveQuery reads it.
-func (c *client) sendQuery(sql string, settings []Setting) error {
+func (c *client) sendQuery(sql string, settings []Setting, tables []Table) error {
 	b := &c.buf
 	proto.ClientCodeQuery.Encode(b)
 	b.PutString("") // query id: the server assigns one
@@ -264,7 +279,16 @@ func (c *client) sendQuery(sql string, settings []Setting) error {
 	proto.StageComplete.Encode(b)
 	c.compression().Encode(b)
 	b.PutString(sql)
-	// The empty block that ends the (absent) external tables.
+	for _, t := range tables {
+		rows := 0
+		if len(t.Columns) > 0 {
+			rows = t.Columns[0].Data.Rows()
+		}
+		if err := c.putTable(t.Name, rows, t.Columns); err != nil {
+			return c.fail("send table "+t.Name, err)
+		}
+	}
+	// The empty block that ends the external tables.
 	if err := c.putData(0, nil); err != nil {
 		return c.fail("send query", err)
 	}
@@ -274,8 +298,8 @@ func (c *client) sendQuery(sql string, settings []Setting) error {
 	return nil
 }
 
-func (c *client) query(sql string, settings []Setting, res proto.Results, onBlock func(rows int) error) error {
-	if err := c.sendQuery(sql, settings); err != nil {
+func (c *client) query(sql string, settings []Setting, tables []Table, res proto.Results, onBlock func(rows int) error) error {
+	if err := c.sendQuery(sql, settings, tables); err != nil {
 		return err
 	}
 	for {

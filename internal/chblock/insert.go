@@ -65,7 +65,7 @@ func OpenInsert(ctx context.Context, o Options, sql string, settings []Setting) 
 
 // openInsert sends the INSERT and reads packets up to its header.
 func (c *client) openInsert(sql string, settings []Setting) ([]Column, error) {
-	if err := c.sendQuery(sql, settings); err != nil {
+	if err := c.sendQuery(sql, settings, nil); err != nil {
 		return nil, err
 	}
 	for {
@@ -171,9 +171,15 @@ func (c *client) sendData(rows int, input proto.Input) error {
 // connection unusable, and the caller closes it (Insert.abortWith); the
 // server keeps no part of a block it did not receive whole.
 func (c *client) putData(rows int, input proto.Input) error {
+	return c.putTable("", rows, input)
+}
+
+// putTable is putData for the data packet of an external table: its
+// rows under the table's name (encodeBlock checks every column has rows).
+func (c *client) putTable(name string, rows int, input proto.Input) error {
 	b := &c.buf
 	proto.ClientCodeData.Encode(b)
-	proto.ClientData{}.EncodeAware(b, c.version)
+	proto.ClientData{TableName: name}.EncodeAware(b, c.version)
 	blk := proto.Block{Info: proto.BlockInfo{BucketNum: -1}, Columns: len(input), Rows: rows}
 	spill := func() error {
 		if len(b.Buf) < spillAbove {

@@ -19,6 +19,7 @@ import (
 
 	chproto "github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
@@ -269,6 +270,78 @@ func (s *Store) Query(ctx context.Context, sql string, args ...any) (driver.Rows
 		return nil, err
 	}
 	return decodeRows(out)
+}
+
+// QueryExternal runs a query with tables sent beside it, as a server takes
+// the native protocol's external data (chstore.ExternalConn): each table
+// is a temporary table of the session while the statement runs, loaded
+// from a Native file as a batch is, and dropped after it.
+func (s *Store) QueryExternal(ctx context.Context, tables []*ext.Table, sql string, args ...any) (driver.Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, err := s.bind(sql, args)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.e.runWith(s.db, tables, q, "Native")
+	if err != nil {
+		return nil, err
+	}
+	return decodeRows(out)
+}
+
+// runWith is run with tables created for the statement and dropped after
+// it, all under one hold of the session.
+func (e *Engine) runWith(db string, tables []*ext.Table, sql, format string) (out []byte, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if db != e.cur {
+		if _, err := e.raw("USE "+quoteIdent(db), "TabSeparated"); err != nil {
+			return nil, err
+		}
+		e.cur = db
+	}
+	for _, t := range tables {
+		name := quoteIdent(t.Name())
+		if _, err := e.raw(chstore.EngineCreateTemporarySQL(name, t.Structure()), "TabSeparated"); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if _, derr := e.raw(chstore.EngineDropTemporarySQL(name), "TabSeparated"); derr != nil && err == nil {
+				out, err = nil, derr
+			}
+		}()
+		if err := e.loadTable(name, t); err != nil {
+			return nil, err
+		}
+	}
+	return e.raw(sql, format)
+}
+
+// loadTable writes t's rows into the temporary table name. The caller
+// holds mu.
+func (e *Engine) loadTable(name string, t *ext.Table) error {
+	b := t.Block()
+	if b.Rows() == 0 {
+		return nil
+	}
+	var buf chproto.Buffer
+	if err := b.Encode(&buf, 0); err != nil {
+		return fmt.Errorf("chdbstore: encode table %s: %w", t.Name(), err)
+	}
+	path := filepath.Join(e.dir, "inserts", fmt.Sprintf("%d-%d.native", os.Getpid(), e.seq.Add(1)))
+	if err := os.WriteFile(path, buf.Buf, 0o600); err != nil {
+		return fmt.Errorf("chdbstore: %w", err)
+	}
+	defer os.Remove(path)
+	list := make([]string, len(b.Columns))
+	for i, c := range b.Columns {
+		list[i] = quoteIdent(c.Name())
+	}
+	cols := strings.Join(list, ", ")
+	_, err := e.raw(chstore.EngineInsertFromFileSQL(name, cols, path, t.Structure()), "TabSeparated")
+	return err
 }
 
 // QueryRow runs a query that returns one row.

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+
 	"github.com/kvtrail/kvtrail/internal/chdbstore"
-	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 )
@@ -76,12 +78,6 @@ func TestReplayCapturedStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	migrate(t, s, s.Layout())
-	// kvtrail sends its reads by long lists of keys and line ids with
-	// max_query_size raised (chstore.ListQuerySize); the capture keeps the
-	// statement, not that setting, so the replay's session has it.
-	if err := s.Exec(context.Background(), fmt.Sprintf("SET max_query_size = %d", chstore.ListQuerySize)); err != nil {
-		t.Fatal(err)
-	}
 	st := replay(context.Background(), s, stmts)
 	for _, f := range st.failures {
 		t.Error(f)
@@ -131,12 +127,12 @@ func replay(ctx context.Context, s *chdbstore.Store, stmts []sqlcapture.Captured
 			created[m[1]] = q
 		}
 		st.ran++
-		err := s.Exec(ctx, q)
+		err := run(ctx, s, c)
 		if err != nil && strings.Contains(err.Error(), "UNKNOWN_TABLE") {
 			for name, create := range created {
 				if strings.Contains(q, name) {
 					if s.Exec(ctx, create) == nil {
-						err = s.Exec(ctx, q)
+						err = run(ctx, s, c)
 					}
 					break
 				}
@@ -150,6 +146,45 @@ func replay(ctx context.Context, s *chdbstore.Store, stmts []sqlcapture.Captured
 		}
 	}
 	return st
+}
+
+// run runs one captured statement; one sent with tables (the lists of
+// chstore's reads) is sent with the same tables, empty, through the
+// embedded engine's external tables.
+func run(ctx context.Context, s *chdbstore.Store, c sqlcapture.Captured) error {
+	if len(c.Tables) == 0 {
+		return s.Exec(ctx, c.SQL)
+	}
+	tables, err := emptyTables(c.Tables)
+	if err != nil {
+		return err
+	}
+	rows, err := s.QueryExternal(ctx, tables, c.SQL)
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// emptyTables makes tables of the captured names and columns.
+func emptyTables(captured []sqlcapture.Table) ([]*ext.Table, error) {
+	var out []*ext.Table
+	for _, c := range captured {
+		var cols []func(*ext.Table) error
+		for _, col := range strings.Split(c.Structure, ",") {
+			name, typ, ok := strings.Cut(strings.TrimSpace(col), " ")
+			if !ok {
+				return nil, fmt.Errorf("table %s: column %q has no type", c.Name, col)
+			}
+			cols = append(cols, ext.Column(name, column.Type(strings.TrimSpace(typ))))
+		}
+		t, err := ext.NewTable(c.Name, cols...)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", c.Name, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // The replay catches what 18.16 accepts and 26.7 rejects: the legacy
@@ -171,9 +206,13 @@ func TestReplayFailsOnLegacyOnlySQL(t *testing.T) {
 		{SQL: "DROP TABLE IF EXISTS lock_t", Source: "fine"},
 		{SQL: "SELECT any(owner) FROM lock_t", Source: "fine, recreated"},
 		{SQL: "SELECT count() FROM no_such_table", Source: "unknown"},
+		{SQL: "SELECT count() FROM raw_lines WHERE line_id GLOBAL IN kvt_lines", Source: "fine, with its table",
+			Tables: []sqlcapture.Table{{Name: "kvt_lines", Structure: "id UInt64"}}},
+		{SQL: "SELECT count() FROM raw_lines WHERE line_id GLOBAL IN kvt_lines2", Source: "list without its table"},
 	})
-	if st.skipped != 1 || st.batches != 1 || st.ran != 7 || len(st.failures) != 3 ||
-		!strings.Contains(st.failures[0], "legacy") || !strings.Contains(st.failures[1], "batch") || !strings.Contains(st.failures[2], "unknown") {
+	if st.skipped != 1 || st.batches != 1 || st.ran != 9 || len(st.failures) != 4 ||
+		!strings.Contains(st.failures[0], "legacy") || !strings.Contains(st.failures[1], "batch") || !strings.Contains(st.failures[2], "unknown") ||
+		!strings.Contains(st.failures[3], "without its table") {
 		t.Fatalf("replay stats %+v", st)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/ch-go/proto"
-	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/internal/chblock"
@@ -142,22 +141,19 @@ func (s *Store) addHostVotes(ctx context.Context, span []any, out map[string]map
 }
 
 // The facts one run saved (version at least the run's: a later run may
-// have replaced a row since) in [from, to], found by key or by room. A key
-// can have rows of several versions until merged; the newest wins. Lists
-// of numbers are cast to UInt64: 18.16 types a literal [7, 8] as
-// Array(UInt8), and IN wants the column's own type ("Types of column 1 in
-// section IN don't match").
+// have replaced a row since) in [from, to], found by key or by room, the
+// lists sent as tables (lists.go). A key can have rows of several
+// versions until merged; the newest wins.
 const (
-	anFactRefsByKeySQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
-WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND request_key IN (SELECT arrayJoin(?))`
-	anFactRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
-WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
+	anFactRefsSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)
+    AND (request_key GLOBAL IN ` + listKeys + ` OR bootstrap_room GLOBAL IN ` + listRooms + `)`
 	anFactRefsOnDecodeSQL = `SELECT request_key, bootstrap_room, ts_ns, line_ids, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
 WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND decode_node = ? AND tenant != ''`
-	// anOwnerRefsByRoomSQL is anFactRefsByRoomSQL without the lines: the
+	// anOwnerRefsByRoomSQL reads by room alone, without the lines: the
 	// owners of writer rooms need none (RoomOwnerRefs).
 	anOwnerRefsByRoomSQL = `SELECT request_key, bootstrap_room, ts_ns, version, tenant, model, decode_node, decode_dp_rank FROM request_facts
-WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
+WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap_room GLOBAL IN ` + listRooms
 )
 
 // anListChunk bounds the values bound into one statement sent with the
@@ -165,78 +161,19 @@ WHERE version >= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?) AND bootstrap
 // with its separator is 22 bytes.
 const anListChunk = 8_000
 
-// The reads of saved facts and of their evidence by key, room or line id
-// send longer lists, with max_query_size raised for them (listContext):
-// neither filter can use the tables' sort keys, so every statement scans
-// its whole time range, and at 9.87M requests 103 reads of 8,000 keys
-// took 226 s, nearly all of it that scan (5 reads, 24.7 s, with these). Parsing the literal is
-// linear (on 18.16 about 11 µs an id: 400,000 ids in 4.3-4.8 s), so a
-// longer list costs no more to parse than the same ids in short ones.
-const (
-	// anListBytes bounds the literal text of one statement's list.
-	anListBytes = domain.ListBytes
-	// ListQuerySize is the max_query_size sent with such a statement (the
-	// list and the rest of it); the modern-engine replay of captured
-	// statements sets it too, as the capture holds a statement, not its
-	// per-query settings.
-	ListQuerySize = anListBytes + 256<<10
-)
-
-// listContext lets a statement of ctx carry a list of anListBytes (it
-// replaces any other per-query settings ctx holds; the analysis' reads
-// set none).
-func listContext(ctx context.Context) context.Context {
-	ctx = context.WithValue(ctx, blockSettingsKey{}, []chblock.Setting{{Name: "max_query_size", Value: ListQuerySize}})
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_query_size": ListQuerySize}))
-}
-
-// idChunks cuts ids into lists of at most anListBytes of literal text (a
-// UInt64 is at most 20 digits, with its separator 22 bytes).
-func idChunks(ids []uint64) [][]uint64 {
-	const per = domain.IDsPerList
-	var out [][]uint64
-	for start := 0; start < len(ids); start += per {
-		out = append(out, ids[start:min(start+per, len(ids))])
-	}
-	return out
-}
-
-// keyChunks cuts keys into lists of at most anListBytes of literal text:
-// the driver quotes a string and escapes each quote and backslash, so a
-// key takes at most twice its length and four bytes more. A key longer
-// than the budget alone is a list of its own.
-func keyChunks(keys []string) [][]string {
-	var out [][]string
-	start, size := 0, 0
-	for i, k := range keys {
-		n := 2*len(k) + 4
-		if i > start && size+n > anListBytes {
-			out = append(out, keys[start:i])
-			start, size = i, 0
-		}
-		size += n
-	}
-	if start < len(keys) {
-		out = append(out, keys[start:])
-	}
-	return out
-}
-
 // RunFactRefs returns the saved facts of version >= version in [from, to]
 // whose key is in keys or whose room is in rooms: key, room, time and the
-// lines they were linked from (the way to rebuild them).
+// lines they were linked from (the way to rebuild them). One statement:
+// neither filter can use request_facts' sort key, so every read scans the
+// window.
 func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.Time, keys []string, rooms []uint64) ([]domain.FactRef, error) {
-	acc := map[string]domain.FactRef{}
-	lctx := listContext(ctx)
-	for _, chunk := range keyChunks(keys) {
-		if err := s.factRefs(lctx, acc, true, anFactRefsByKeySQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
-			return nil, err
-		}
+	if len(keys) == 0 && len(rooms) == 0 {
+		return nil, nil
 	}
-	for _, chunk := range idChunks(rooms) {
-		if err := s.factRefs(lctx, acc, true, anFactRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
-			return nil, err
-		}
+	acc := map[string]domain.FactRef{}
+	lctx := withLists(ctx, keyList(listKeys, keys), idList(listRooms, rooms))
+	if err := s.factRefs(lctx, acc, true, anFactRefsSQL, version, UnixArg(from), UnixArg(to)); err != nil {
+		return nil, err
 	}
 	return sortedRefs(acc), nil
 }
@@ -246,12 +183,13 @@ func (s *Store) RunFactRefs(ctx context.Context, version uint64, from, to time.T
 // it for up to domain.IDsPerList writer rooms at once, whose lines it
 // never used (docs/cluster.md, "What the analysis holds at scale 100").
 func (s *Store) RoomOwnerRefs(ctx context.Context, version uint64, from, to time.Time, rooms []uint64) ([]domain.FactRef, error) {
+	if len(rooms) == 0 {
+		return nil, nil
+	}
 	acc := map[string]domain.FactRef{}
-	lctx := listContext(ctx)
-	for _, chunk := range idChunks(rooms) {
-		if err := s.factRefs(lctx, acc, false, anOwnerRefsByRoomSQL, version, UnixArg(from), UnixArg(to), chunk); err != nil {
-			return nil, err
-		}
+	lctx := withLists(ctx, idList(listRooms, rooms))
+	if err := s.factRefs(lctx, acc, false, anOwnerRefsByRoomSQL, version, UnixArg(from), UnixArg(to)); err != nil {
+		return nil, err
 	}
 	return sortedRefs(acc), nil
 }
@@ -353,45 +291,43 @@ func sortedRefs(acc map[string]domain.FactRef) []domain.FactRef {
 	return out
 }
 
-// The evidence rows with the given line ids, in [from, to] (whole seconds;
-// the time bound lets the server skip parts). The engine and gateway reads
-// are unordered: their scans sort (sorted_rows.go).
+// The evidence rows with the given line ids (sent as a table, lists.go),
+// in [from, to] (whole seconds; the time bound lets the server skip
+// parts). The engine and gateway reads are unordered: their scans sort
+// (sorted_rows.go).
 const (
 	anEngineByLinesSQL = `SELECT ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
  completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, msg_index
 FROM engine_events
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id GLOBAL IN ` + listLines
 	anTransferByLinesSQL = `SELECT ts_ns, node, role, dp_rank, source, event, rid, bootstrap_room, other_room, metadata_index,
  reason, peer, nic, line_id, msg_index
 FROM transfer_events
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id GLOBAL IN ` + listLines + `
 ORDER BY ts_ns, line_id, msg_index`
 	anGatewayByLinesSQL = `SELECT ts_ns, request_id, tenant, model, status, prompt_tokens, completion_tokens, cached_tokens,
  ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room, prefill_rid, decode_rid, line_id
 FROM gateway_responses
-WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id IN (SELECT arrayJoin(CAST(? AS Array(UInt64))))`
+WHERE ts >= toDateTime(?) AND ts <= toDateTime(?) AND line_id GLOBAL IN ` + listLines
 )
 
 // EvidenceByLines streams the gateway, engine and transfer rows whose line
 // id is in ids and whose time is in [from, to]: the rows a saved request
-// fact was linked from. Each chunk of ids is its own read, so a line
-// stored twice (not merged yet) may come twice across chunks; callers
-// link by room and line, which a repeat does not change.
+// fact was linked from. A line stored twice (not merged yet) may come
+// twice; callers link by room and line, which a repeat does not change.
 func (s *Store) EvidenceByLines(ctx context.Context, from, to time.Time, ids []uint64, ev domain.EvidenceSink) error {
-	f, t := UnixArg(from), UnixArg(to)
-	ctx = listContext(ctx)
-	for _, chunk := range idChunks(ids) {
-		if err := s.scanGateway(ctx, anGatewayByLinesSQL, []any{f, t, chunk}, ev.Gateway); err != nil {
-			return err
-		}
-		if err := s.scanEngine(ctx, anEngineByLinesSQL, []any{f, t, chunk}, ev.Engine); err != nil {
-			return err
-		}
-		if err := s.scanTransfer(ctx, anTransferByLinesSQL, []any{f, t, chunk}, ev.Transfer); err != nil {
-			return err
-		}
+	if len(ids) == 0 {
+		return nil
 	}
-	return nil
+	f, t := UnixArg(from), UnixArg(to)
+	ctx = withLists(ctx, idList(listLines, ids))
+	if err := s.scanGateway(ctx, anGatewayByLinesSQL, []any{f, t}, ev.Gateway); err != nil {
+		return err
+	}
+	if err := s.scanEngine(ctx, anEngineByLinesSQL, []any{f, t}, ev.Engine); err != nil {
+		return err
+	}
+	return s.scanTransfer(ctx, anTransferByLinesSQL, []any{f, t}, ev.Transfer)
 }
 
 // anSpeedPointsSQL: per request of a run (newest row of each key), what

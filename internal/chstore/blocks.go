@@ -65,11 +65,6 @@ func newBlockReader(o Options, db string, comp *clickhouse.Compression, settings
 	}}
 }
 
-// blockSettingsKey holds, in a context, the settings a block read sends
-// (the driver's path takes them from clickhouse.Context; listContext sets
-// both).
-type blockSettingsKey struct{}
-
 // rowBlock is how many rows the driver path hands over at a time.
 const rowBlock = 8192
 
@@ -85,9 +80,10 @@ func (s *Store) scanBlocks(ctx context.Context, sql string, args []any, cols pro
 		return s.scanRowsInto(ctx, sql, args, cols, onBlock)
 	}
 	s.see(sql)
+	lists := listsOf(ctx)
 	bound, err := chbind.Bind(time.UTC, sql, args...)
 	if err != nil {
-		s.answered(sql, args, err)
+		s.answeredWith(sql, args, lists, err)
 		return fmt.Errorf("bind: %w", err)
 	}
 	var cbErr error
@@ -99,12 +95,10 @@ func (s *Store) scanBlocks(ctx context.Context, sql string, args []any, cols pro
 		return nil
 	}
 	settings := b.base
-	if more, ok := ctx.Value(blockSettingsKey{}).([]chblock.Setting); ok {
-		settings = append(slices.Clip(settings), more...)
-	}
-	err = chblock.Query(ctx, b.opts, bound, settings, cols, cb)
+	tables := blockTables(lists)
+	err = chblock.QueryTables(ctx, b.opts, bound, settings, tables, cols, cb)
 	for attempt := 1; attempt < readAttempts && blockRetryable(ctx, err, cbErr) && backoff(ctx, attempt); attempt++ {
-		err = chblock.Query(ctx, b.opts, bound, settings, cols, cb)
+		err = chblock.QueryTables(ctx, b.opts, bound, settings, tables, cols, cb)
 	}
 	var pe *chblock.ProtocolError
 	if cbErr == nil && errors.As(err, &pe) && !pe.Started && ctx.Err() == nil {
@@ -120,10 +114,10 @@ func (s *Store) scanBlocks(ctx context.Context, sql string, args []any, cols pro
 		return nil
 	}
 	if cbErr != nil {
-		s.answered(sql, args, nil)
+		s.answeredWith(sql, args, lists, nil)
 		return cbErr
 	}
-	s.answered(sql, args, err)
+	s.answeredWith(sql, args, lists, err)
 	return err
 }
 

@@ -29,3 +29,13 @@ func EngineInsertFromFileSQL(target, cols, path, structure string) string {
 	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM file('%s', 'Native', '%s')", target, cols, cols,
 		strings.ReplaceAll(path, "'", "\\'"), strings.ReplaceAll(structure, "'", "\\'"))
 }
+
+// EngineCreateTemporarySQL creates the session's temporary table of an
+// external table sent with a query (name already quoted; structure its
+// "name Type, ..." list); EngineDropTemporarySQL drops it after the query.
+func EngineCreateTemporarySQL(name, structure string) string {
+	return "CREATE TEMPORARY TABLE " + name + " (" + structure + ") ENGINE = Memory"
+}
+
+// EngineDropTemporarySQL drops a temporary table (name already quoted).
+func EngineDropTemporarySQL(name string) string { return "DROP TEMPORARY TABLE IF EXISTS " + name }

@@ -23,12 +23,6 @@ func SetSpeedPointsPerQuery(n uint64) (restore func()) {
 	return func() { speedPointsPerQuery = old }
 }
 
-// ListChunks is how many statements the reads by key, room and line id
-// cut these lists into.
-func ListChunks(keys []string, rooms, lines []uint64) [3]int {
-	return [3]int{len(keyChunks(keys)), len(idChunks(rooms)), len(idChunks(lines))}
-}
-
 // SaveFindingKeys writes the lookup keys of fs as SaveFindings does.
 func SaveFindingKeys(ctx context.Context, s *Store, fs []domain.Finding) error {
 	return s.saveFindingKeys(ctx, fs, false)

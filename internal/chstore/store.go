@@ -35,11 +35,11 @@ type Options struct {
 	// sent. Tests use it to check each one against the modern grammar.
 	OnStatement func(sql string)
 	// OnResult, when set, sees every statement once the server has
-	// answered it: its text, its arguments and the error (nil when the
-	// server accepted it; for a batch insert, when it accepted the
-	// INSERT). Tests record the accepted ones to replay them on a modern
-	// engine (internal/chdbtier).
-	OnResult func(sql string, args []any, err error)
+	// answered it: its text, its arguments, the tables sent with it (the
+	// lists of lists.go) and the error (nil when the server accepted it;
+	// for a batch insert, when it accepted the INSERT). Tests record the
+	// accepted ones to replay them on a modern engine (internal/chdbtier).
+	OnResult func(sql string, args []any, tables []sqlcapture.Table, err error)
 	// Cluster, when set, is the ClickHouse cluster (remote_servers name)
 	// the schema is deployed on: cluster mode (docs/cluster.md).
 	Cluster string
@@ -110,7 +110,7 @@ type Store struct {
 	db      string
 	version Version
 	hook    func(string)
-	result  func(string, []any, error)
+	result  func(string, []any, []sqlcapture.Table, error)
 	opts    Options
 	blocks  *blockReader // nil: rows only (blocks.go)
 }
@@ -207,9 +207,9 @@ func dial(ctx context.Context, o Options, db string) (*Store, error) {
 		// CLUSTER, Distributed) are not recorded: the replay engine is one
 		// host without a cluster.
 		source := "process " + filepath.Base(os.Args[0])
-		o.OnResult = func(sql string, args []any, err error) {
+		o.OnResult = func(sql string, args []any, tables []sqlcapture.Table, err error) {
 			if err == nil {
-				_ = sqlcapture.Record(source, db, sql, args)
+				_ = sqlcapture.Record(source, db, sql, args, tables...)
 			}
 		}
 	}
@@ -300,8 +300,13 @@ func (s *Store) see(sql string) {
 }
 
 func (s *Store) answered(sql string, args []any, err error) {
+	s.answeredWith(sql, args, nil, err)
+}
+
+// answeredWith is answered for a statement sent with lists.
+func (s *Store) answeredWith(sql string, args []any, lists []list, err error) {
 	if s.result != nil {
-		s.result(sql, args, err)
+		s.result(sql, args, capturedTables(lists), err)
 	}
 }
 
@@ -341,11 +346,12 @@ func backoff(ctx context.Context, attempt int) bool {
 // Query runs a query; the caller closes the rows.
 func (s *Store) Query(ctx context.Context, sql string, args ...any) (driver.Rows, error) {
 	s.see(sql)
-	rows, err := s.conn.Query(ctx, sql, args...)
+	lists := listsOf(ctx)
+	rows, err := s.queryConn(ctx, lists, sql, args...)
 	for attempt := 1; attempt < readAttempts && retryable(ctx, err) && backoff(ctx, attempt); attempt++ {
-		rows, err = s.conn.Query(ctx, sql, args...)
+		rows, err = s.queryConn(ctx, lists, sql, args...)
 	}
-	s.answered(sql, args, err)
+	s.answeredWith(sql, args, lists, err)
 	return rows, err
 }
 

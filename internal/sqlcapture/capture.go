@@ -34,6 +34,16 @@ type Captured struct {
 	SQL string `json:"sql"`
 	// Source is the test or process that sent it, for failure messages.
 	Source string `json:"test"`
+	// Tables are the tables sent with it as external data (the name the
+	// statement reads and the columns): the replay sends them, empty.
+	Tables []Table `json:"tables,omitempty"`
+}
+
+// Table is a table sent with a statement as external data.
+type Table struct {
+	Name string `json:"name"`
+	// Structure is its columns as "name Type, ...".
+	Structure string `json:"structure"`
 }
 
 // PerShape caps how many statements of one shape (the text with its
@@ -63,10 +73,11 @@ func Shape(sql string) string {
 	return numLit.ReplaceAllString(strLit.ReplaceAllString(sql, "'?'"), "N")
 }
 
-// Record appends an accepted statement of a store bound to database db. It
-// returns an error only when the file cannot be written: a missing capture
-// would let the tier pass without checking anything.
-func Record(source, db, sql string, args []any) error {
+// Record appends an accepted statement of a store bound to database db,
+// sent with tables. It returns an error only when the file cannot be
+// written: a missing capture would let the tier pass without checking
+// anything.
+func Record(source, db, sql string, args []any, tables ...Table) error {
 	path := os.Getenv(Env)
 	if path == "" {
 		return nil
@@ -100,7 +111,7 @@ func Record(source, db, sql string, args []any) error {
 		return nil
 	}
 	shapes[shape]++
-	line, err := json.Marshal(Captured{SQL: bound, Source: source})
+	line, err := json.Marshal(Captured{SQL: bound, Source: source, Tables: tables})
 	if err != nil {
 		return err
 	}

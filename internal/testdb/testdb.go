@@ -128,11 +128,11 @@ func Options(t testing.TB) chstore.Options {
 				t.Errorf("statement sent to ClickHouse fails the modern grammar: %v", err)
 			}
 		},
-		OnResult: func(sql string, args []any, err error) {
+		OnResult: func(sql string, args []any, tables []sqlcapture.Table, err error) {
 			if err != nil || done.Load() {
 				return
 			}
-			if err := sqlcapture.Record(t.Name(), db, sql, args); err != nil {
+			if err := sqlcapture.Record(t.Name(), db, sql, args, tables...); err != nil {
 				t.Errorf("capture statement for the modern-engine replay: %v", err)
 			}
 		},
