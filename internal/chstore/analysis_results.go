@@ -430,12 +430,12 @@ ORDER BY affected_role, tenant`
 // the setting at 0 took 6 s (measured on the server, the same rows; the
 // bench's read failed on the 60 s read timeout). 0 turns the adaptive
 // size off, so a block is up to max_block_size rows.
-var wholeBlocks = clickhouse.WithSettings(clickhouse.Settings{"preferred_block_size_bytes": 0})
+var wholeBlocks = clickhouse.Settings{"preferred_block_size_bytes": 0}
 
 // AffectedRows reads the rows of reconstruction id as last saved, ordered
 // by role and tenant, and the case it was made for.
 func (s *Store) AffectedRows(ctx context.Context, id string) (caseID string, out []domain.AffectedRow, err error) {
-	return s.affectedRows(clickhouse.Context(ctx, wholeBlocks), id)
+	return s.affectedRows(WithSettings(ctx, wholeBlocks), id)
 }
 
 func (s *Store) affectedRows(ctx context.Context, id string) (caseID string, out []domain.AffectedRow, err error) {

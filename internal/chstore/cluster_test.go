@@ -4,11 +4,17 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/fstest"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/internal/sqlcapture"
 	"github.com/kvtrail/kvtrail/internal/sqlcheck"
 	"github.com/kvtrail/kvtrail/internal/testcluster"
 	"github.com/kvtrail/kvtrail/migrations"
@@ -27,8 +33,12 @@ func clusterStore(t *testing.T, c *testcluster.Cluster, addrs []string) *chstore
 // own, where t.Fatal would end the goroutine without a result and leave
 // the test waiting for it.
 func openClusterStore(t *testing.T, c *testcluster.Cluster, addrs []string) (*chstore.Store, error) {
+	return openClusterDB(t, c, "kvt", addrs)
+}
+
+func openClusterDB(t *testing.T, c *testcluster.Cluster, db string, addrs []string) (*chstore.Store, error) {
 	s, err := chstore.Open(context.Background(), chstore.Options{
-		Addrs: addrs, Database: "kvt", Username: "default", Cluster: c.Name,
+		Addrs: addrs, Database: db, Username: "default", Cluster: c.Name,
 		DialTimeout: 2 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
 		OnStatement: func(sql string) {
 			if err := sqlcheck.Check(sql); err != nil {
@@ -152,6 +162,8 @@ func TestClusterMigrateAndStatus(t *testing.T) {
 	later := clusterStore(t, c, []string{c.Node(2, 2).Addr, c.Node(1, 2).Addr, c.Node(2, 1).Addr, c.Node(1, 1).Addr})
 	readsWhatItWrote(t, later, "decode-2", 10)
 
+	migrationOutlastsADownHost(t, c)
+
 	down, err := s.PingShards(ctx)
 	if err != nil || len(down) != 0 {
 		t.Fatalf("PingShards = %v, %v", down, err)
@@ -196,4 +208,78 @@ func readsWhatItWrote(t *testing.T, s *chstore.Store, node string, rounds int) {
 			t.Fatalf("%s, round %d: read %d of the 100 rows just written (%v)", node, round, n, err)
 		}
 	}
+}
+
+// migrationOutlastsADownHost: a migration's ON CLUSTER statement whose
+// wait ends at distributed_ddl_task_timeout, a host being down, is asked
+// again (clusterDDLRetries); once the host is back it has run the
+// statement, and the migration is recorded as applied. The timeout is
+// shortened for the test; the servers' default is 180 s.
+func migrationOutlastsADownHost(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	var timedOut atomic.Int32 // statements of migration b whose wait ended at the timeout
+	first := make(chan struct{})
+	s, err := chstore.Open(ctx, chstore.Options{
+		Addrs: []string{c.Node(1, 1).Addr}, Database: "kvt_ddl_retry", Username: "default", Cluster: c.Name,
+		DialTimeout: 2 * time.Second, ReadTimeout: 60 * time.Second, MaxOpenConns: 4,
+		OnResult: func(sql string, _ []any, _ []sqlcapture.Table, err error) {
+			if strings.Contains(sql, ".b") && chstore.IsCode(err, chstore.CodeTimeoutExceeded) && timedOut.Add(1) == 1 {
+				close(first)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	one := fstest.MapFS{"0001_a.sql": {Data: []byte(`CREATE TABLE IF NOT EXISTS {{table "a"}} {{on_cluster}} (x UInt8) ENGINE = Memory;`)}}
+	m, err := chstore.NewMigrator(s, one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("first migration, every host up: %v", err)
+	}
+	two := fstest.MapFS{"0001_a.sql": one["0001_a.sql"],
+		"0002_b.sql": {Data: []byte(`CREATE TABLE IF NOT EXISTS {{table "b"}} {{on_cluster}} (x UInt8) ENGINE = Memory;`)}}
+	if m, err = chstore.NewMigrator(s, two); err != nil {
+		t.Fatal(err)
+	}
+	// 18.16 ended each wait after about half the timeout sent (its error
+	// names half the value): the host is started again once the first
+	// wait has ended, and the next two waits have the rest.
+	const timeout = 20 * time.Second
+	late := c.Node(2, 2)
+	late.Stop()
+	back := make(chan error, 1)
+	go func() {
+		select {
+		case <-first:
+		case <-time.After(3 * timeout):
+		}
+		back <- late.Start(ctx)
+	}()
+	start := time.Now()
+	ran, err := m.Up(chstore.WithSettings(ctx, clickhouse.Settings{"distributed_ddl_task_timeout": int(timeout / time.Second)}))
+	took := time.Since(start)
+	if berr := <-back; berr != nil {
+		t.Fatalf("restart %s: %v", late, berr)
+	}
+	if err != nil || len(ran) != 1 {
+		t.Fatalf("second migration with %s down for %s: ran %d, %v", late, timeout, len(ran), err)
+	}
+	if timedOut.Load() == 0 {
+		t.Fatalf("the migration took %s and no wait ended at the DDL timeout: nothing was asked again", took)
+	}
+	on, err := openClusterDB(t, c, "kvt_ddl_retry", []string{late.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := on.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = 'kvt_ddl_retry' AND name LIKE 'b%'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%s has %d tables b after the migration (%v), want 1", late, n, err)
+	}
+	t.Logf("a migration statement outlasted a %s DDL timeout %d time(s) with %s down and was applied in %s", timeout,
+		timedOut.Load(), late, took)
 }

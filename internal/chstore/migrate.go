@@ -299,7 +299,7 @@ func (m *Migrator) recordContext(ctx context.Context) (context.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": len(hosts)})), nil
+	return WithSettings(ctx, clickhouse.Settings{"insert_quorum": len(hosts)}), nil
 }
 
 func (m *Migrator) pending(done map[uint32]applied) int {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -439,11 +440,23 @@ func (s *Store) ExecDDL(ctx context.Context, sql string, args ...any) error {
 func (s *Store) ddlContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.version.Legacy() {
 		// Obsolete (and ignored) on modern servers; required on 18.16.
-		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-			"allow_experimental_low_cardinality_type": 1,
-		}))
+		ctx = WithSettings(ctx, clickhouse.Settings{"allow_experimental_low_cardinality_type": 1})
 	}
 	return context.WithTimeout(ctx, ddlTimeout)
+}
+
+type settingsKey struct{}
+
+// WithSettings returns ctx with settings added to those ctx already sends
+// with each statement. clickhouse-go's own WithSettings replaces them:
+// the DDL context (allow_experimental_low_cardinality_type on 18.16)
+// dropped whatever settings its caller had set.
+func WithSettings(ctx context.Context, add clickhouse.Settings) context.Context {
+	prev, _ := ctx.Value(settingsKey{}).(clickhouse.Settings)
+	merged := make(clickhouse.Settings, len(prev)+len(add))
+	maps.Copy(merged, prev)
+	maps.Copy(merged, add)
+	return clickhouse.Context(context.WithValue(ctx, settingsKey{}, merged), clickhouse.WithSettings(merged))
 }
 
 // IsCode reports whether err is a server exception with the given code.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/kvtrail/kvtrail/internal/chstore"
@@ -221,4 +222,32 @@ func shortReadTimeout(t *testing.T) *chstore.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// WithSettings adds to the settings a context already sends, where
+// clickhouse-go's own replaces them; a DDL statement (ExecDDL, which adds
+// its own on 18.16) keeps the caller's.
+func TestWithSettingsAddsToTheCallers(t *testing.T) {
+	s := testdb.New(t)
+	ctx := chstore.WithSettings(context.Background(), clickhouse.Settings{"max_threads": 3})
+	ctx = chstore.WithSettings(ctx, clickhouse.Settings{"max_block_size": 1234})
+	read := func(name string) string {
+		var v string
+		if err := s.QueryRow(ctx, "SELECT value FROM system.settings WHERE name = ?", name).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := [2]string{read("max_threads"), read("max_block_size")}; got != [2]string{"3", "1234"} {
+		t.Fatalf("max_threads, max_block_size = %v, want [3 1234]", got)
+	}
+	// A DDL statement under the same context: a table created from the
+	// settings it ran with holds the caller's value.
+	if err := s.ExecDDL(ctx, "CREATE TABLE IF NOT EXISTS with_settings ENGINE = Memory AS SELECT value FROM system.settings WHERE name = 'max_block_size'"); err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	if err := s.QueryRow(context.Background(), "SELECT any(value) FROM with_settings").Scan(&v); err != nil || v != "1234" {
+		t.Fatalf("the DDL statement ran with max_block_size %q (%v), want 1234", v, err)
+	}
 }
