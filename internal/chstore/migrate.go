@@ -522,11 +522,14 @@ func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]
 
 // clusterDDLRetries is how many more times a migration's ON CLUSTER
 // statement is sent after its wait ended at the server's
-// distributed_ddl_task_timeout (180 s by default): on a loaded 2-core
-// machine running four test servers one host's DDL queue fell that far
-// behind, and the migration failed though the host ran the statement
-// later. Only migrations resend: their statements are idempotent, which
-// other ON CLUSTER statements (a findings update) need not be.
+// distributed_ddl_task_timeout (180 s by default) because a host had not
+// run it: a host that is slow, restarting, or whose DDL worker ended
+// (ClickHouse before 20.x stops it on an unexpected ZooKeeper error until
+// the server restarts; the test cluster restarts such a host). The host
+// runs the queued statement once it is back, and the statement asked
+// again answers then. Only migrations resend: their statements are
+// idempotent, which other ON CLUSTER statements (a findings update) need
+// not be.
 const clusterDDLRetries = 2
 
 // clusterDDLTimedOut reports whether err ended an ON CLUSTER statement's

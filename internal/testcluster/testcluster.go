@@ -107,7 +107,101 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 		t.Fatal(err)
 	}
+	stop := c.watchDDLWorkers(t)
+	t.Cleanup(stop) // runs before the servers stop (cleanups run last first)
 	return c
+}
+
+// ddlWorkerEnded is how ClickHouse before 20.x logs the end of its DDL
+// worker thread: on a ZooKeeper error it does not expect ("Unexpected
+// ZooKeeper error: ... Terminating.") or any other ("Unexpected error,
+// will terminate"), the thread returns and the server runs on without
+// one until it restarts (ClickHouse PR 18285 made later versions start
+// it again). Every ON CLUSTER statement then waits for that host until
+// distributed_ddl_task_timeout. On 18.16 an ALTER ... ON CLUSTER of a
+// replicated table ended it with "Node exists" on the shard's executed
+// node (two replicas of a shard both ran it), in about one CI run of four.
+const ddlWorkerEnded = "DDLWorker: Unexpected"
+
+// ddlWatchEvery is how often the servers' error logs are read.
+const ddlWatchEvery = time.Second
+
+// watchDDLWorkers restarts a running server whose DDL worker has ended,
+// as a modern server restarts the worker itself: the statements queued
+// for the host run once it is back. It returns the function that stops
+// watching.
+func (c *Cluster) watchDDLWorkers(t testing.TB) (stop func()) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	read := make([]int64, len(c.Nodes)) // each error log's bytes already read
+	for i, n := range c.Nodes {
+		read[i] = fileSize(n.errLog())
+	}
+	go func() {
+		defer close(exited)
+		tick := time.NewTicker(ddlWatchEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			for i, n := range c.Nodes {
+				ended, size := logHas(n.errLog(), read[i], ddlWorkerEnded)
+				read[i] = size
+				if !ended || !n.running() {
+					continue
+				}
+				t.Logf("testcluster: %s: its DDL worker ended (%q in its error log); restarting it", n, ddlWorkerEnded)
+				n.Stop()
+				if err := n.Start(context.Background()); err != nil {
+					t.Errorf("testcluster: restart %s after its DDL worker ended: %v", n, err)
+				}
+				read[i] = fileSize(n.errLog())
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
+}
+
+func (n *Node) errLog() string { return filepath.Join(n.opts.Dir, "log", "server.err.log") }
+
+func (n *Node) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.srv != nil
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logHas reports whether path holds want after its first from bytes,
+// and how long the file is now (a file shorter than from was rotated:
+// it is read from its start).
+func logHas(path string, from int64, want string) (bool, int64) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, from
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, from
+	}
+	if fi.Size() < from {
+		from = 0
+	}
+	if fi.Size() == from {
+		return false, from
+	}
+	b := make([]byte, fi.Size()-from)
+	n, _ := f.ReadAt(b, from)
+	return strings.Contains(string(b[:n]), want), from + int64(n)
 }
 
 // portsPicked, when set (by a test), is called with the servers' native

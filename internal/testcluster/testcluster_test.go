@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"net"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -52,5 +53,56 @@ func TestClusterStarts(t *testing.T) {
 		if hosts != 4 || shard == "" {
 			t.Errorf("%s: %d hosts in system.clusters, shard macro %q", n, hosts, shard)
 		}
+	}
+}
+
+// A server whose DDL worker has ended (its error log says so, as 18.16's
+// does) is restarted: its uptime starts again, and it answers an ON
+// CLUSTER statement with the others.
+func TestDDLWorkerEndedRestartsTheServer(t *testing.T) {
+	c := Start(t, Options{})
+	ctx := context.Background()
+	n := c.Node(2, 2)
+	uptime := func() uint32 {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var up uint32
+		if err := conn.QueryRow(ctx, "SELECT uptime()").Scan(&up); err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		return up
+	}
+	time.Sleep(5 * time.Second) // an uptime the restarted server's is below
+	before := uptime()
+	f, err := os.OpenFile(n.errLog(), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("2026.12.06 17:54:53.253753 [ 3 ] {} <Error> DDLWorker: Unexpected ZooKeeper error: Code: 999, e.displayText() = Coordination::Exception: Node exists (test)\n")
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		time.Sleep(ddlWatchEvery)
+		if n.running() {
+			if up := uptime(); up < before {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not restarted after its DDL worker ended (uptime %d s before)", n, before)
+		}
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{c.Node(1, 1).Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS after_restart ON CLUSTER "+c.Name); err != nil {
+		t.Fatalf("ON CLUSTER after the restart: %v", err)
 	}
 }
