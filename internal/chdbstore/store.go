@@ -155,13 +155,41 @@ func exception(err error) error {
 func (e *Engine) run(db, sql, format string) ([]byte, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if db != e.cur {
-		if _, err := e.raw("USE "+quoteIdent(db), "TabSeparated"); err != nil {
-			return nil, err
-		}
-		e.cur = db
+	if err := e.use(db); err != nil {
+		return nil, err
 	}
 	return e.raw(sql, format)
+}
+
+// use makes db the current database. The caller holds mu.
+func (e *Engine) use(db string) error {
+	if db == e.cur {
+		return nil
+	}
+	if _, err := e.raw("USE "+quoteIdent(db), "TabSeparated"); err != nil {
+		return err
+	}
+	e.cur = db
+	return nil
+}
+
+// writeNative writes b as a Native file for an INSERT ... SELECT FROM
+// file(), and returns its path and its columns quoted for the INSERT;
+// the caller removes the file.
+func (e *Engine) writeNative(b *proto.Block, what string) (path, cols string, err error) {
+	var buf chproto.Buffer
+	if err := b.Encode(&buf, 0); err != nil {
+		return "", "", fmt.Errorf("chdbstore: encode block for %s: %w", what, err)
+	}
+	path = filepath.Join(e.dir, "inserts", fmt.Sprintf("%d-%d.native", os.Getpid(), e.seq.Add(1)))
+	if err := os.WriteFile(path, buf.Buf, 0o600); err != nil {
+		return "", "", fmt.Errorf("chdbstore: %w", err)
+	}
+	list := make([]string, len(b.Columns))
+	for i, c := range b.Columns {
+		list[i] = quoteIdent(c.Name())
+	}
+	return path, strings.Join(list, ", "), nil
 }
 
 func clip(s string) string {
@@ -296,11 +324,8 @@ func (s *Store) QueryExternal(ctx context.Context, tables []*ext.Table, sql stri
 func (e *Engine) runWith(db string, tables []*ext.Table, sql, format string) (out []byte, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if db != e.cur {
-		if _, err := e.raw("USE "+quoteIdent(db), "TabSeparated"); err != nil {
-			return nil, err
-		}
-		e.cur = db
+	if err := e.use(db); err != nil {
+		return nil, err
 	}
 	for _, t := range tables {
 		name := quoteIdent(t.Name())
@@ -322,25 +347,15 @@ func (e *Engine) runWith(db string, tables []*ext.Table, sql, format string) (ou
 // loadTable writes t's rows into the temporary table name. The caller
 // holds mu.
 func (e *Engine) loadTable(name string, t *ext.Table) error {
-	b := t.Block()
-	if b.Rows() == 0 {
+	if t.Block().Rows() == 0 {
 		return nil
 	}
-	var buf chproto.Buffer
-	if err := b.Encode(&buf, 0); err != nil {
-		return fmt.Errorf("chdbstore: encode table %s: %w", t.Name(), err)
-	}
-	path := filepath.Join(e.dir, "inserts", fmt.Sprintf("%d-%d.native", os.Getpid(), e.seq.Add(1)))
-	if err := os.WriteFile(path, buf.Buf, 0o600); err != nil {
-		return fmt.Errorf("chdbstore: %w", err)
+	path, cols, err := e.writeNative(t.Block(), "table "+t.Name())
+	if err != nil {
+		return err
 	}
 	defer os.Remove(path)
-	list := make([]string, len(b.Columns))
-	for i, c := range b.Columns {
-		list[i] = quoteIdent(c.Name())
-	}
-	cols := strings.Join(list, ", ")
-	_, err := e.raw(chstore.EngineInsertFromFileSQL(name, cols, path, t.Structure()), "TabSeparated")
+	_, err = e.raw(chstore.EngineInsertFromFileSQL(name, cols, path, t.Structure()), "TabSeparated")
 	return err
 }
 
@@ -577,7 +592,7 @@ func (s *Store) PrepareBatch(ctx context.Context, insert string) (driver.Batch, 
 	for i, c := range cols {
 		structure[i] = quoteIdent(c) + " " + types[c]
 	}
-	return &batch{s: s, target: quoteIdent(db) + "." + quoteIdent(table), cols: cols, block: b,
+	return &batch{s: s, target: quoteIdent(db) + "." + quoteIdent(table), block: b,
 		structure: strings.Join(structure, ", ")}, nil
 }
 
@@ -620,7 +635,6 @@ func (s *Store) columnTypes(ctx context.Context, db, table string) (map[string]s
 type batch struct {
 	s      *Store
 	target string
-	cols   []string
 	block  *proto.Block
 	sent   bool
 	// structure is the file's columns and types, given to file() so it
@@ -655,20 +669,11 @@ func (b *batch) Flush() error {
 	if b.block.Rows() == 0 {
 		return nil
 	}
-	var buf chproto.Buffer
-	if err := b.block.Encode(&buf, 0); err != nil {
-		return fmt.Errorf("chdbstore: encode block for %s: %w", b.target, err)
-	}
-	path := filepath.Join(b.s.e.dir, "inserts", fmt.Sprintf("%d-%d.native", os.Getpid(), b.s.e.seq.Add(1)))
-	if err := os.WriteFile(path, buf.Buf, 0o600); err != nil {
-		return fmt.Errorf("chdbstore: %w", err)
+	path, cols, err := b.s.e.writeNative(b.block, b.target)
+	if err != nil {
+		return err
 	}
 	defer os.Remove(path)
-	list := make([]string, len(b.cols))
-	for i, c := range b.cols {
-		list[i] = quoteIdent(c)
-	}
-	cols := strings.Join(list, ", ")
 	q := chstore.EngineInsertFromFileSQL(b.target, cols, path, b.structure)
 	if _, err := b.s.e.run(b.s.db, q, "TabSeparated"); err != nil {
 		return err
