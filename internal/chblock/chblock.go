@@ -253,9 +253,10 @@ func (c *client) compression() proto.Compression {
 }
 
 // sendQuery writes the query packet, each external table as a data packet
-// of its name, and the empty data block that ends them. ch-go's proto.Query leaves the client info out
-// below revision 54420, so the packet is laid out here, field by field as
-// ClickHouse's TCPHandler::receiveQuery reads it.
+// of its name, and the empty data block that ends them. ch-go's
+// proto.Query leaves the client info out below revision 54420, so the
+// packet is laid out here, field by field as ClickHouse's
+// TCPHandler::receiveQuery reads it.
 func (c *client) sendQuery(sql string, settings []Setting, tables []Table) error {
 	b := &c.buf
 	proto.ClientCodeQuery.Encode(b)

@@ -149,12 +149,14 @@ func (c *Cluster) watchDDLWorkers(t testing.TB) (stop func()) {
 			for i, n := range c.Nodes {
 				ended, size := logHas(n.errLog(), read[i], ddlWorkerEnded)
 				read[i] = size
-				if !ended || !n.running() {
+				if !ended {
 					continue
 				}
-				t.Logf("testcluster: %s: its DDL worker ended (%q in its error log); restarting it", n, ddlWorkerEnded)
-				n.Stop()
-				if err := n.Start(context.Background()); err != nil {
+				restarted, err := n.restartIfRunning()
+				if restarted {
+					t.Logf("testcluster: %s: its DDL worker ended (%q in its error log); restarted it", n, ddlWorkerEnded)
+				}
+				if err != nil {
 					t.Errorf("testcluster: restart %s after its DDL worker ended: %v", n, err)
 				}
 				read[i] = fileSize(n.errLog())
@@ -165,6 +167,24 @@ func (c *Cluster) watchDDLWorkers(t testing.TB) (stop func()) {
 }
 
 func (n *Node) errLog() string { return filepath.Join(n.opts.Dir, "log", "server.err.log") }
+
+// restartIfRunning stops and starts the node's server unless a test has
+// stopped it (under one hold of the node, so a test's Stop is not undone).
+func (n *Node) restartIfRunning() (bool, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.srv == nil {
+		return false, nil
+	}
+	n.srv.Stop()
+	n.srv = nil
+	srv, err := chlocal.Start(context.Background(), n.opts)
+	if err != nil {
+		return true, err
+	}
+	n.srv = srv
+	return true, nil
+}
 
 func (n *Node) running() bool {
 	n.mu.Lock()
