@@ -129,24 +129,18 @@ func (s *Store) queryConn(ctx context.Context, lists []list, sql string, args ..
 	return s.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(tables...)), sql, args...)
 }
 
-func blockTables(lists []list) []chblock.Table {
-	if len(lists) == 0 {
-		return nil
-	}
-	out := make([]chblock.Table, len(lists))
-	for i, l := range lists {
-		out[i] = l.blockTable()
-	}
-	return out
-}
+func blockTables(lists []list) []chblock.Table { return mapLists(lists, list.blockTable) }
 
-func capturedTables(lists []list) []sqlcapture.Table {
+func capturedTables(lists []list) []sqlcapture.Table { return mapLists(lists, list.captured) }
+
+// mapLists is f of each list, nil for none.
+func mapLists[T any](lists []list, f func(list) T) []T {
 	if len(lists) == 0 {
 		return nil
 	}
-	out := make([]sqlcapture.Table, len(lists))
+	out := make([]T, len(lists))
 	for i, l := range lists {
-		out[i] = l.captured()
+		out[i] = f(l)
 	}
 	return out
 }
