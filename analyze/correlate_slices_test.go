@@ -2,11 +2,18 @@ package analyze
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/ingest/parse"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/simulate"
 )
@@ -107,12 +114,36 @@ func (g *gatewayScans) ScanGatewayResponses(ctx context.Context, w Window, fn fu
 // requests it links need: each links the same parts and lines as in a
 // load of the whole window, and the margins' other lines (the traffic
 // around the slice) are left out.
+//
+// The simulated requests' lines end within the slice's context, so only
+// the leading margin matters to them. Lines logged later need the
+// trailing margin: two are added after the slice's context, a decode
+// transfer failure of the slice's last decoded request and the decode
+// Finish of a long decode that started in the slice.
 func TestSliceMarginsKeepOnlyLinkedLines(t *testing.T) {
 	ctx := context.Background()
 	s, r, whole := loadedWhole(t, simulate.Config{Scenario: "incident-2026", Seed: 3, Scale: 0.05, Days: 1})
 	from, to := whole.Window.From, whole.Window.To
 	mid := from.Add(to.Sub(from) / 2).Truncate(time.Hour)
 	own := Window{From: mid, To: mid.Add(time.Hour)}
+	late := lastDecodedIn(whole, own)
+	if late == nil {
+		t.Fatal("no decoded request in the slice to log late lines beside")
+	}
+	at := own.To.Add(r.Cfg.sliceContext() + r.Cfg.LinkMargin/2)
+	long := longDecode{key: "chatcmpl-long-decode", rid: "0c0ffee0long0decode0rid", room: 4242424242424242424,
+		start: own.To.Add(-time.Minute), end: at}
+	ingestLate(t, s, late, long)
+	whole, err := r.Load(ctx, whole.Window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf := whole.ByKey[late.Key]; wf == nil || len(wf.Transfer) == 0 || !wf.Transfer[len(wf.Transfer)-1].TS.Equal(at) {
+		t.Fatalf("the whole window does not link the late transfer line to request %s: the comparison proves nothing", late.Key)
+	}
+	if wf := whole.ByKey[long.key]; wf == nil || wf.Decode == nil || wf.Decode.Fin == nil || !wf.Decode.Fin.TS.Equal(at) {
+		t.Fatalf("the whole window does not link the long decode's Finish: the comparison proves nothing")
+	}
 	slice, err := r.loadSlice(ctx, whole, own, false)
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +169,68 @@ func TestSliceMarginsKeepOnlyLinkedLines(t *testing.T) {
 	}
 	if len(slice.Engine) >= len(all) {
 		t.Errorf("the slice kept %d of the %d engine lines of its span and margins: the margins were not filtered", len(slice.Engine), len(all))
+	}
+}
+
+// lastDecodedIn is the last request of own in d that a decode node
+// linked by room and rid, nil if none.
+func lastDecodedIn(d *Dataset, own Window) *Fact {
+	var last *Fact
+	for _, f := range d.Facts {
+		if own.Contains(f.TS) && f.Room != 0 && f.Decode != nil && f.Decode.RID != "" && (last == nil || !f.TS.Before(last.TS)) {
+			last = f
+		}
+	}
+	return last
+}
+
+// longDecode is a request whose decode node logs its Finish long after
+// its start.
+type longDecode struct {
+	key, rid   string
+	room       uint64
+	start, end time.Time
+}
+
+// ingestLate adds to s, in sources of their own, a decode transfer
+// failure of late's room logged at long.end, and the long decode:
+// its gateway response, its decode Receive and its decode Finish, on
+// late's gateway endpoints and decode node.
+func ingestLate(t *testing.T, s *chstore.Store, late *Fact, long longDecode) {
+	t.Helper()
+	stamp := func(ts time.Time) string { return ts.UTC().Format("2006-01-02 15:04:05") }
+	obj := fmt.Sprintf("obj=GenerateReqInput(rid='%s', return_logprob=False, logprob_start_len=-1, top_logprobs_num=0, "+
+		"stream=True, log_metrics=True, return_hidden_states=False, bootstrap_host='%s', bootstrap_port=8998, "+
+		"bootstrap_room=%d, bootstrap_pair_key=None, data_parallel_rank=None)", long.rid, endpointHost(late.PrefillEP), long.room)
+	decode := strings.Join([]string{
+		fmt.Sprintf("[%s] Receive: %s", stamp(long.start), obj),
+		fmt.Sprintf("[%s] Finish: %s, out={'meta_info': {'id': '%s', 'finish_reason': {'type': 'length', 'length': 32768}, "+
+			"'prompt_tokens': 1200, 'weight_version': 'default', 'total_retractions': 0, 'completion_tokens': 32768, "+
+			"'cached_tokens': 0, 'e2e_latency': %.1f}}", stamp(long.end), obj, long.rid, long.end.Sub(long.start).Seconds()),
+		fmt.Sprintf("[%s DP0 TP0] Decode transfer failed for request rank=0 decode_req.req.rid='%s' "+
+			"decode_req.req.bootstrap_room=%d with exception KVTransferError(bootstrap_room=%d): Aborted by AbortReq.",
+			stamp(long.end), late.Decode.RID, late.Room, late.Room),
+	}, "\n") + "\n"
+	gw, err := json.Marshal(map[string]any{"ts": long.start.UTC().Format(time.RFC3339), "request_id": long.key,
+		"tenant": late.Tenant, "model": late.Model, "status": 200, "prompt_tokens": 1200, "completion_tokens": 32768,
+		"ttft_ms": 400.0, "duration_ms": float64(long.end.Sub(long.start).Milliseconds()),
+		"prefill_endpoint": late.PrefillEP, "decode_endpoint": late.DecodeEP, "bootstrap_room": long.room,
+		"decode_rid": long.rid, "mode": "pd", "method": "POST", "path": "/v1/chat/completions", "stream": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	srcs := []ingest.Source{
+		{Path: filepath.Join(dir, "late-decode.log"), Format: parse.FormatSGLang, Node: late.Decode.Node, Role: "decode", Location: time.UTC},
+		{Path: filepath.Join(dir, "late-gateway.jsonl"), Format: parse.FormatGateway, Node: "gw-late", Role: "gateway", Location: time.UTC},
+	}
+	for i, text := range []string{decode, string(gw) + "\n"} {
+		if err := os.WriteFile(srcs[i].Path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ingest.New(s, ingest.Options{}).Ingest(context.Background(), srcs); err != nil {
+		t.Fatal(err)
 	}
 }
 
