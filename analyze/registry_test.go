@@ -9,7 +9,7 @@ import (
 func TestRegistry(t *testing.T) {
 	// The run order reports and tests rely on.
 	want := []string{"pool_below_context", "over_threshold", "rejected_served", "transfer_mismatch", "impossible_speed",
-		"abort_reuse", "metadata_corruption", "transfer_failed_ok", "completeness"}
+		"abort_reuse", "metadata_corruption", "transfer_failed_ok", "shared_room", "completeness"}
 	if got := Names(); !slices.Equal(got[:len(want)], want) {
 		t.Fatalf("run order = %v, want %v first", got, want)
 	}
@@ -21,6 +21,7 @@ func TestRegistry(t *testing.T) {
 		{"over_threshold", High, true},
 		{"abort_reuse", Medium, true},
 		{"metadata_corruption", High, true},
+		{"shared_room", High, true},
 		{"pool_below_context", "", false},
 		{"completeness", "", false},
 		{"no_such_analyzer", "", false},

@@ -1,0 +1,204 @@
+package analyze
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/testdb"
+	"github.com/kvtrail/kvtrail/simulate"
+)
+
+// A deployment whose router gives every request one bootstrap room (as a
+// router deriving rooms from a request id clients leave unset does): a
+// clean simulated day with every room in every log rewritten to one. The
+// analysis links each request by its rids, and shared_room flags exactly
+// the served requests that this test, reading the log lines itself,
+// finds in flight beside another on the same prefill node (Receive to
+// Finish) or decode node (Receive to the first token); the notification
+// list names their tenants as having received foreign data.
+func TestSharedRoomFromLogs(t *testing.T) {
+	ctx := t.Context()
+	src, _ := simulated(t, simulate.Config{Scenario: "clean", Seed: 7, Scale: 0.2, Days: 1})
+	dir := t.TempDir()
+	roomRe := regexp.MustCompile(`bootstrap_room(": ?|=)[0-9]+`)
+	err := filepath.WalkDir(src, func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), roomRe.ReplaceAll(b, []byte("bootstrap_room${1}42")), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, tenants := sharedFromLogs(t, dir)
+	if len(want) == 0 {
+		t.Fatal("no two requests in flight at once on a node: the comparison proves nothing")
+	}
+
+	db := testdb.New(t)
+	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest.New(db, ingest.Options{}).Ingest(ctx, srcs); err != nil {
+		t.Fatal(err)
+	}
+	a := runAll(t, db, DefaultConfig(), testNow)
+	got := map[string]bool{}
+	for _, x := range a.report.Runs {
+		if x.Run.Analyzer != "shared_room" {
+			continue
+		}
+		for _, f := range x.Findings {
+			if f.Severity == High {
+				got[f.GatewayRequestID] = true
+			}
+		}
+	}
+	if g, w := keysOf(got), keysOf(want); !slices.Equal(g, w) {
+		t.Errorf("shared_room HIGH on %d requests, the logs show %d served beside another", len(g), len(w))
+		for _, k := range w {
+			if !got[k] {
+				t.Errorf("missed %s", k)
+			}
+		}
+		for _, k := range g {
+			if !want[k] {
+				t.Errorf("flagged %s", k)
+			}
+		}
+	}
+	if g := keysOf(a.received); !slices.Equal(g, tenants) {
+		t.Errorf("tenants that received foreign data %v, want %v", g, tenants)
+	}
+	t.Logf("%d requests served under a shared room at once; tenants %v", len(want), tenants)
+}
+
+// sharedFromLogs reads dir's gateway and engine logs with regular
+// expressions of its own and returns the served PD requests (by gateway
+// request id) in flight under their room beside another request on the
+// same prefill or decode node, and the tenants of those beside a request
+// of another tenant.
+func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string) {
+	t.Helper()
+	type req struct {
+		id, tenant, prid, drid string
+		served                 bool
+		ttft                   time.Duration
+	}
+	var reqs []req
+	line := regexp.MustCompile(`^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)[^\]]*\] (Receive|Finish): obj=GenerateReqInput\(.*?\brid='([^']+)'`)
+	type span struct{ from, to time.Time }
+	type at struct {
+		node string
+		t    time.Time
+	}
+	recv, fin := map[string]at{}, map[string]time.Time{} // by rid
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			switch {
+			case strings.HasPrefix(name, "gateway-"):
+				var g struct {
+					ID         string  `json:"request_id"`
+					Tenant     string  `json:"tenant"`
+					Status     int     `json:"status"`
+					Completion int     `json:"completion_tokens"`
+					TTFT       float64 `json:"ttft_ms"`
+					PRID       string  `json:"prefill_rid"`
+					DRID       string  `json:"decode_rid"`
+					Room       uint64  `json:"bootstrap_room"`
+				}
+				// Requests served by a unified engine (mode regular) have
+				// no room.
+				if json.Unmarshal(sc.Bytes(), &g) == nil && g.ID != "" && g.Room != 0 {
+					reqs = append(reqs, req{g.ID, g.Tenant, g.PRID, g.DRID, g.Status == 200 && g.Completion > 0,
+						time.Duration(g.TTFT * float64(time.Millisecond))})
+				}
+			case strings.HasSuffix(name, ".log"):
+				m := line.FindStringSubmatch(sc.Text())
+				if m == nil {
+					continue
+				}
+				ts, err := time.Parse("2006-01-02 15:04:05.999999999", m[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m[2] == "Receive" {
+					recv[m[3]] = at{strings.TrimSuffix(name, ".log"), ts}
+				} else {
+					fin[m[3]] = ts
+				}
+			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each request's span on its prefill and its decode node.
+	spans := map[string][]struct {
+		r    int
+		span span
+	}{}
+	for i, q := range reqs {
+		if p, ok := recv[q.prid]; ok {
+			if end, ok := fin[q.prid]; ok {
+				spans["p:"+p.node] = append(spans["p:"+p.node], struct {
+					r    int
+					span span
+				}{i, span{p.t, end}})
+			}
+		}
+		if d, ok := recv[q.drid]; ok && q.ttft > 0 {
+			spans["d:"+d.node] = append(spans["d:"+d.node], struct {
+				r    int
+				span span
+			}{i, span{d.t, d.t.Add(q.ttft)}})
+		}
+	}
+	want, foreign := map[string]bool{}, map[string]bool{}
+	for _, l := range spans {
+		for _, a := range l {
+			for _, b := range l {
+				if a.r == b.r || !a.span.from.Before(b.span.to) || !b.span.from.Before(a.span.to) || !reqs[a.r].served {
+					continue
+				}
+				want[reqs[a.r].id] = true
+				if reqs[b.r].tenant != reqs[a.r].tenant {
+					foreign[reqs[a.r].tenant] = true
+				}
+			}
+		}
+	}
+	return want, keysOf(foreign)
+}
