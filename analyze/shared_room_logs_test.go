@@ -59,33 +59,42 @@ func TestSharedRoomFromLogs(t *testing.T) {
 	if _, err := ingest.New(db, ingest.Options{}).Ingest(ctx, srcs); err != nil {
 		t.Fatal(err)
 	}
-	a := runAll(t, db, DefaultConfig(), testNow)
-	got := map[string]bool{}
-	for _, x := range a.report.Runs {
-		if x.Run.Analyzer != "shared_room" {
-			continue
+	// Whole, then in slices of 2,000 requests (a request's partners may
+	// lie in the slice's context).
+	for i, slice := range []int{0, 2000} {
+		cfg := DefaultConfig()
+		cfg.SliceRequests = slice
+		a := runAll(t, db, cfg, testNow.Add(time.Duration(i)*time.Minute))
+		if slice > 0 && a.report.Slices < 2 {
+			t.Fatalf("%d slices of %d requests: the sliced run is not sliced", a.report.Slices, slice)
 		}
-		for _, f := range x.Findings {
-			if f.Severity == High {
-				got[f.GatewayRequestID] = true
+		got := map[string]bool{}
+		for _, x := range a.report.Runs {
+			if x.Run.Analyzer != "shared_room" {
+				continue
+			}
+			for _, f := range x.Findings {
+				if f.Severity == High {
+					got[f.GatewayRequestID] = true
+				}
 			}
 		}
-	}
-	if g, w := keysOf(got), keysOf(want); !slices.Equal(g, w) {
-		t.Errorf("shared_room HIGH on %d requests, the logs show %d served beside another", len(g), len(w))
-		for _, k := range w {
-			if !got[k] {
-				t.Errorf("missed %s", k)
+		if g, w := keysOf(got), keysOf(want); !slices.Equal(g, w) {
+			t.Errorf("slices of %d: shared_room HIGH on %d requests, the logs show %d served beside another", slice, len(g), len(w))
+			for _, k := range w {
+				if !got[k] {
+					t.Errorf("missed %s", k)
+				}
+			}
+			for _, k := range g {
+				if !want[k] {
+					t.Errorf("flagged %s", k)
+				}
 			}
 		}
-		for _, k := range g {
-			if !want[k] {
-				t.Errorf("flagged %s", k)
-			}
+		if g := keysOf(a.received); !slices.Equal(g, tenants) {
+			t.Errorf("slices of %d: tenants that received foreign data %v, want %v", slice, g, tenants)
 		}
-	}
-	if g := keysOf(a.received); !slices.Equal(g, tenants) {
-		t.Errorf("tenants that received foreign data %v, want %v", g, tenants)
 	}
 	t.Logf("%d requests served under a shared room at once; tenants %v", len(want), tenants)
 }
