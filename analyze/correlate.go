@@ -1,7 +1,11 @@
 package analyze
 
 import (
+	"cmp"
+	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
 )
@@ -78,6 +82,90 @@ type correlator struct {
 	// xferByRID holds the transfer lines that name a rid, for requests of
 	// a shared room (roomLines).
 	xferByRID map[string][]*TransferEvent
+	// reused holds the responses keyed by id and line (reusedIDs).
+	reused map[*GatewayResponse]bool
+}
+
+// reusedKey is the key of a response whose request id another request
+// reused: the id and the response's line, so each is its own request.
+func reusedKey(g *GatewayResponse) string { return g.RequestID + "#" + itoa(g.Line) }
+
+// reusedIDs returns the responses whose request id another response,
+// within reuse of it, carries for another request: a client-supplied id
+// reused. Keyed by the id alone, the two were one request to the analysis
+// (its lookups by key) and, for one tenant, one request_facts row (keyed
+// by tenant and id). The same response logged
+// twice (two gateways, or a line ingested from two files) names the same
+// room and rids and stays one request. Bounded in time so a slice, which
+// links the requests within its context of its own, decides as the whole
+// window does; a reuse farther apart is not seen.
+func reusedIDs(gw []*GatewayResponse, reuse time.Duration) map[*GatewayResponse]bool {
+	if reuse <= 0 {
+		return nil
+	}
+	first := make(map[string]*GatewayResponse, len(gw))
+	var again map[string]bool
+	for _, g := range gw {
+		if g.RequestID == "" {
+			continue
+		}
+		if _, ok := first[g.RequestID]; ok {
+			if again == nil {
+				again = map[string]bool{}
+			}
+			again[g.RequestID] = true
+		} else {
+			first[g.RequestID] = g
+		}
+	}
+	if again == nil {
+		return nil
+	}
+	var group []*GatewayResponse
+	for _, g := range gw {
+		if again[g.RequestID] {
+			group = append(group, g)
+		}
+	}
+	slices.SortFunc(group, func(a, b *GatewayResponse) int {
+		if c := strings.Compare(a.RequestID, b.RequestID); c != 0 {
+			return c
+		}
+		if c := a.TS.Compare(b.TS); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Line, b.Line)
+	})
+	// Each response against those within reuse of it, in a window that
+	// slides along each id's responses: a constant id on every response
+	// costs a pass, not a pass per response.
+	type request struct {
+		tenant, prefillRID, decodeRID string
+		room                          uint64
+	}
+	of := func(g *GatewayResponse) request { return request{g.Tenant, g.PrefillRID, g.DecodeRID, g.Room} }
+	out := map[*GatewayResponse]bool{}
+	for lo := 0; lo < len(group); {
+		hi := lo + 1
+		for hi < len(group) && group[hi].RequestID == group[lo].RequestID {
+			hi++
+		}
+		n := map[request]int{}
+		l, r := lo, lo // the window [l, r): within reuse of group[i]
+		for i := lo; i < hi; i++ {
+			for ; r < hi && group[r].TS.Sub(group[i].TS) <= reuse; r++ {
+				n[of(group[r])]++
+			}
+			for ; group[i].TS.Sub(group[l].TS) > reuse; l++ {
+				n[of(group[l])]--
+			}
+			if r-l > n[of(group[i])] {
+				out[group[i]] = true
+			}
+		}
+		lo = hi
+	}
+	return out
 }
 
 // roomLines is more lines than one request logs under its bootstrap room
@@ -97,8 +185,14 @@ type nodeRID struct{ node, rid string }
 // correlate builds one Fact per gateway response in the window, plus one
 // per room seen only in engine logs (a missing gateway log must not hide a
 // request). Clock skew is tolerated: rooms, not times, link the parts.
-func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, engine []*EngineEvent, xfer []*TransferEvent) []*Fact {
+//
+// A request's key is its gateway request id. Responses whose id is
+// reused within reuse of each other for other requests (other rooms, or
+// other rids) are keyed by id and line (reusedKey); reuse <= 0 keys every
+// response by its id.
+func correlate(w Window, boots *Boots, nodes nodeMap, gw []*GatewayResponse, engine []*EngineEvent, xfer []*TransferEvent, reuse time.Duration) []*Fact {
 	c := newCorrelator(boots, nodes, engine, xfer)
+	c.reused = reusedIDs(gw, reuse)
 	facts, seenRoom := c.gatewayFacts(gw)
 	facts = append(facts, c.orphanFacts(w, seenRoom)...)
 	sort.SliceStable(facts, func(i, j int) bool {
@@ -175,8 +269,11 @@ func (c *correlator) gatewayFacts(gw []*GatewayResponse) (facts []*Fact, seenRoo
 	for _, g := range gw {
 		f := &Fact{Key: g.RequestID, TS: g.TS, GW: g, Tenant: g.Tenant, Model: g.Model, Room: g.Room,
 			PrefillEP: g.PrefillEP, DecodeEP: g.DecodeEP}
-		if f.Key == "" {
+		switch {
+		case f.Key == "":
 			f.Key = "line:" + itoa(g.Line)
+		case c.reused[g]:
+			f.Key = reusedKey(g)
 		}
 		f.Unified = g.PrefillEP == "" && g.Room == 0
 		if g.Room != 0 {

@@ -31,7 +31,7 @@ func benchCorrelate(b *testing.B, room func(i int) uint64) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if facts := correlate(w, boots, nodes, gw, engine, nil); len(facts) != n || facts[n-1].Decode == nil || facts[n-1].Decode.RID != gw[n-1].DecodeRID {
+		if facts := correlate(w, boots, nodes, gw, engine, nil, DefaultConfig().sliceContext()); len(facts) != n || facts[n-1].Decode == nil || facts[n-1].Decode.RID != gw[n-1].DecodeRID {
 			b.Fatalf("%d facts, last %+v", len(facts), facts[n-1])
 		}
 	}

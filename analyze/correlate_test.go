@@ -61,7 +61,7 @@ func TestCorrelateSharedRoom(t *testing.T) {
 				xfer = tc.edit(gw, engine)
 			}
 			w := Window{From: gw[0].TS, To: gw[0].TS.Add(time.Hour)}
-			facts := correlate(w, domain.NewBoots(nil), nodes, gw, engine, xfer)
+			facts := correlate(w, domain.NewBoots(nil), nodes, gw, engine, xfer, DefaultConfig().sliceContext())
 			if len(facts) != tc.n {
 				t.Fatalf("%d facts, want %d", len(facts), tc.n)
 			}
@@ -82,4 +82,68 @@ func TestCorrelateSharedRoom(t *testing.T) {
 // correlateInput.
 func ownLines(i int) []uint64 {
 	return []uint64{uint64(5*i + 1), uint64(5*i + 2), uint64(5*i + 3), uint64(5*i + 4), uint64(5*i + 5)}
+}
+
+// A request id reused for another request (a client-supplied id) keys
+// each response by id and line, so each stays its own request; the same
+// response logged twice stays one key; a reuse farther apart than the
+// slices' context is not seen (each slice decides as the whole window).
+func TestCorrelateReusedRequestIDs(t *testing.T) {
+	reuse := DefaultConfig().sliceContext()
+	for _, tc := range []struct {
+		name string
+		n    int
+		edit func(gw []*GatewayResponse) []*GatewayResponse
+		want func(gw []*GatewayResponse) []string // each fact's key, in order
+	}{
+		{name: "an id reused for another request", n: 3,
+			edit: func(gw []*GatewayResponse) []*GatewayResponse { gw[1].RequestID = "req-0"; return gw },
+			want: func(gw []*GatewayResponse) []string {
+				return []string{"req-0#" + itoa(gw[0].Line), "req-0#" + itoa(gw[1].Line), "req-2"}
+			}},
+		{name: "one id on every response", n: 3 * roomLines,
+			edit: func(gw []*GatewayResponse) []*GatewayResponse {
+				for _, g := range gw {
+					g.RequestID = "-"
+				}
+				return gw
+			},
+			want: func(gw []*GatewayResponse) []string {
+				var k []string
+				for _, g := range gw {
+					k = append(k, "-#"+itoa(g.Line))
+				}
+				return k
+			}},
+		{name: "a response logged twice", n: 2,
+			edit: func(gw []*GatewayResponse) []*GatewayResponse {
+				again := *gw[0]
+				again.Line = 1 << 40
+				return append(gw, &again)
+			},
+			want: func([]*GatewayResponse) []string { return []string{"req-0", "req-0", "req-1"} }},
+		{name: "an id reused after the slices' context", n: 2,
+			edit: func(gw []*GatewayResponse) []*GatewayResponse {
+				gw[1].RequestID, gw[1].TS = "req-0", gw[0].TS.Add(reuse+time.Second)
+				return gw
+			},
+			want: func([]*GatewayResponse) []string { return []string{"req-0", "req-0"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gw, engine, nodes := correlateInput(tc.n, func(i int) uint64 { return uint64(100 + i) })
+			gw = tc.edit(gw)
+			w := Window{From: gw[0].TS, To: gw[0].TS.Add(time.Hour)}
+			facts := correlate(w, domain.NewBoots(nil), nodes, gw, engine, nil, reuse)
+			var keys []string
+			for _, f := range facts {
+				keys = append(keys, f.Key)
+				if f.Decode == nil || f.Decode.RID != f.GW.DecodeRID {
+					t.Errorf("%s (line %d) links decode %+v", f.Key, f.GW.Line, f.Decode)
+				}
+			}
+			if want := tc.want(gw); !slices.Equal(keys, want) {
+				t.Fatalf("keys %v, want %v", keys, want)
+			}
+		})
+	}
 }

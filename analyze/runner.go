@@ -364,7 +364,7 @@ func (r *Runner) loadSlice(ctx context.Context, wd *Dataset, own Window, whole b
 	} else if gw, err = loadLinked(ctx, r.DB, d, link, lo, hi); err != nil {
 		return nil, err
 	}
-	facts := correlate(link, d.Boots, d.nodes, gw, d.Engine, d.Transfer)
+	facts := correlate(link, d.Boots, d.nodes, gw, d.Engine, d.Transfer, cfg.sliceContext())
 	d.linked = facts
 	d.ByRoom = make(map[uint64]*Fact, len(facts))
 	d.ByKey = make(map[string]*Fact, len(facts))

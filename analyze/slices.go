@@ -316,7 +316,13 @@ func (d *Dataset) linkRefs(ctx context.Context, refs []domain.FactRef, fn func(*
 		return err
 	}
 	if len(want) > 0 {
-		for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer) {
+		// Only the wanted requests' lines are read, so a response whose id
+		// another reused may be linked without it: its saved key (id, or
+		// id and line) is the one wanted.
+		for _, f := range correlate(d.Window, d.Boots, d.nodes, gw, engine, xfer, 0) {
+			if !want[f.Key] && f.GW != nil && want[reusedKey(f.GW)] {
+				f.Key = reusedKey(f.GW)
+			}
 			if want[f.Key] {
 				fn(f)
 			}
