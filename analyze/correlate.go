@@ -80,7 +80,7 @@ type correlator struct {
 	xfer     map[uint64][]*TransferEvent
 	corrupt  map[uint64][]*TransferEvent
 	// xferByRID holds the transfer lines that name a rid, for requests of
-	// a shared room (roomLines).
+	// a shared room (domain.RoomLines).
 	xferByRID map[string][]*TransferEvent
 	// reused holds the responses keyed by id and line (reusedIDs).
 	reused map[*GatewayResponse]bool
@@ -88,7 +88,7 @@ type correlator struct {
 
 // reusedKey is the key of a response whose request id another request
 // reused: the id and the response's line, so each is its own request.
-func reusedKey(g *GatewayResponse) string { return g.RequestID + "#" + itoa(g.Line) }
+func reusedKey(g *GatewayResponse) string { return domain.ReusedKey(g.RequestID, g.Line) }
 
 // reusedIDs returns the responses whose request id another response,
 // within reuse of it, carries for another request: a client-supplied id
@@ -168,15 +168,10 @@ func reusedIDs(gw []*GatewayResponse, reuse time.Duration) map[*GatewayResponse]
 	return out
 }
 
-// roomLines is more lines than one request logs under its bootstrap room
-// (a Receive and a Finish or a rejection on each side, its metrics, a few
-// retries). A room naming more is shared by many requests: a router that
-// derives rooms from a request id the client left unset gives every
-// concurrent request the same one. Each of its requests is linked by its
-// rids instead of reading the room's lines whole, which for n requests
-// under one room took n² steps (4,000 requests 3.9 s, a slice's 100,000
-// about 40 minutes).
-const roomLines = 64
+// A room naming more than domain.RoomLines lines is shared by many
+// requests. Each of its requests is linked by its rids instead of reading
+// the room's lines whole, which for n requests under one room took n²
+// steps (4,000 requests 3.9 s, a slice's 100,000 about 40 minutes).
 
 // nodeRID keys an engine line by its node and rid: a pair, where a joined
 // string allocated one per line (0.4 GB at 2M requests).
@@ -326,7 +321,7 @@ func (c *correlator) link(f *Fact, prefillRID, decodeRID string) {
 		// rids alone; without rids it cannot tell its lines from the
 		// others' and links none. A room the gateway did not log is linked
 		// once (orphanFacts), so its lines are read whole.
-		if len(evs) > roomLines && f.GW != nil {
+		if len(evs) > domain.RoomLines && f.GW != nil {
 			evs, shared = nil, true
 		}
 	}

@@ -25,10 +25,10 @@ func TestCorrelateSharedRoom(t *testing.T) {
 		// want is request i's linked lines, nil for its own five.
 		want func(i int) []uint64
 	}{
-		// Requests 0 and 8 share their nodes: 36 lines, under roomLines.
+		// Requests 0 and 8 share their nodes: 36 lines, under domain.RoomLines.
 		{name: "requests under one room on the same nodes", n: 9, room: shared},
-		{name: "more requests under one room than a room's lines", n: 3 * roomLines, room: shared},
-		{name: "a transfer failure of one of many requests under one room", n: 3 * roomLines, room: shared,
+		{name: "more requests under one room than a room's lines", n: 3 * domain.RoomLines, room: shared},
+		{name: "a transfer failure of one of many requests under one room", n: 3 * domain.RoomLines, room: shared,
 			edit: func(gw []*GatewayResponse, _ []*EngineEvent) []*TransferEvent {
 				return []*TransferEvent{{Node: "decode-7", Event: "decode_transfer_failed", RID: gw[7].DecodeRID, Room: 42, Line: 1 << 40}}
 			},
@@ -38,7 +38,7 @@ func TestCorrelateSharedRoom(t *testing.T) {
 				}
 				return nil
 			}},
-		{name: "many requests under one room, no rids logged", n: 3 * roomLines, room: shared,
+		{name: "many requests under one room, no rids logged", n: 3 * domain.RoomLines, room: shared,
 			edit: func(gw []*GatewayResponse, _ []*EngineEvent) []*TransferEvent {
 				for _, g := range gw {
 					g.PrefillRID, g.DecodeRID = "", ""
@@ -101,7 +101,7 @@ func TestCorrelateReusedRequestIDs(t *testing.T) {
 			want: func(gw []*GatewayResponse) []string {
 				return []string{"req-0#" + itoa(gw[0].Line), "req-0#" + itoa(gw[1].Line), "req-2"}
 			}},
-		{name: "one id on every response", n: 3 * roomLines,
+		{name: "one id on every response", n: 3 * domain.RoomLines,
 			edit: func(gw []*GatewayResponse) []*GatewayResponse {
 				for _, g := range gw {
 					g.RequestID = "-"

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/simtest"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
 )
@@ -26,30 +26,13 @@ import (
 func TestReusedRequestIDsFromLogs(t *testing.T) {
 	ctx := t.Context()
 	src, _ := simulated(t, simulate.Config{Scenario: "clean", Seed: 7, Scale: 0.05, Days: 1})
-	dir := t.TempDir()
 	responses := 0
-	err := filepath.WalkDir(src, func(path string, e os.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
+	dir := simtest.Rewrite(t, src, t.TempDir(), func(rel string, b []byte) ([]byte, error) {
+		if !strings.HasPrefix(filepath.Base(rel), "gateway-") {
+			return b, nil
 		}
-		rel, _ := filepath.Rel(src, path)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(filepath.Base(rel), "gateway-") {
-			if b, err = reuseIDs(b, filepath.Base(rel), &responses); err != nil {
-				return err
-			}
-		}
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
+		return reuseIDs(b, filepath.Base(rel), &responses)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	db := testdb.New(t)
 	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvtrail/kvtrail/ingest"
+	"github.com/kvtrail/kvtrail/internal/simtest"
 	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
 )
@@ -27,25 +28,7 @@ import (
 func TestSharedRoomFromLogs(t *testing.T) {
 	ctx := t.Context()
 	src, _ := simulated(t, simulate.Config{Scenario: "clean", Seed: 7, Scale: 0.2, Days: 1})
-	dir := t.TempDir()
-	roomRe := regexp.MustCompile(`bootstrap_room(": ?|=)[0-9]+`)
-	err := filepath.WalkDir(src, func(path string, e os.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), roomRe.ReplaceAll(b, []byte("bootstrap_room${1}42")), 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := simtest.Rewrite(t, src, t.TempDir(), simtest.OneRoom)
 	want, tenants := sharedFromLogs(t, dir)
 	if len(want) == 0 {
 		t.Fatal("no two requests in flight at once on a node: the comparison proves nothing")

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -248,6 +249,21 @@ func (f *Request) Finding() Finding {
 	s := f.Summary()
 	return s.finding()
 }
+
+// ReusedKey is the key of a gateway response whose request id another
+// request reused (a client-supplied id): the id and the response's line,
+// so each is its own request.
+func ReusedKey(requestID string, line uint64) string {
+	return requestID + "#" + strconv.FormatUint(line, 10)
+}
+
+// RoomLines is more lines than one request logs under its bootstrap room
+// (a Receive and a Finish or a rejection on each side, its metrics, a few
+// retries). A room naming more is shared by many requests: a router that
+// derives rooms from a request id the client left unset gives every
+// concurrent request the same one. Linking (analyze) and the request page
+// (the UI's reads) then take a request's lines by its rids, not its room.
+const RoomLines = 64
 
 // uniqSortedU64 sorts v in place and returns its distinct non-zero values.
 func uniqSortedU64(v []uint64) []uint64 {

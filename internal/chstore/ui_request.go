@@ -161,13 +161,14 @@ type uiFactRow struct {
 }
 
 // fact reads the request's request_facts row (the newest version), bounded
-// to the partition of the gateway's time.
+// to the partition of the gateway's time. Its key is the request id, or
+// the id and the gateway line when another request reused the id.
 func (s UIStore) fact(ctx context.Context, req domain.RequestRow) (*uiFactRow, error) {
 	var out []uiFactRow
 	t := uiUTC(req.TS)
 	err := s.Store.Select(ctx, &out, `SELECT prefill_node, prefill_rid, decode_node, decode_rid, decode_dp_rank, line_ids
-FROM request_facts WHERE tenant = ? AND request_key = ? AND ts >= ? AND ts <= ? ORDER BY version DESC LIMIT 1`,
-		req.Tenant, req.RequestID, t, t.Add(time.Second))
+FROM request_facts WHERE tenant = ? AND request_key IN (?, ?) AND ts >= ? AND ts <= ? ORDER BY version DESC LIMIT 1`,
+		req.Tenant, req.RequestID, domain.ReusedKey(req.RequestID, req.LineID), t, t.Add(time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("request facts: %w", err)
 	}
@@ -320,8 +321,21 @@ func (s UIStore) requestLines(ctx context.Context, tl *domain.Timeline, ids map[
 	// hour apart do not make the read cover the hour between them.
 	allNodes := append([]string{req.Gateway}, nodes...)
 	at := []time.Time{uiUTC(req.TS)}
+	near := func(r uiIdRef) bool {
+		return !r.TS.Before(req.TS.Add(-uiRequestSlack)) && !r.TS.After(req.TS.Add(uiRequestSlack))
+	}
+	// A room shared by many requests names their lines too: past one
+	// request's worth, the request's own are those of its rids and those
+	// its fact lists.
+	roomRefs := 0
 	for _, r := range refs {
-		if r.TS.Before(req.TS.Add(-uiRequestSlack)) || r.TS.After(req.TS.Add(uiRequestSlack)) {
+		if r.Kind == "room" && near(r) {
+			roomRefs++
+		}
+	}
+	shared := roomRefs > domain.RoomLines
+	for _, r := range refs {
+		if !near(r) || (shared && r.Kind == "room") {
 			continue
 		}
 		ids[r.LineID] = true
