@@ -79,6 +79,13 @@ func simulated(t *testing.T, cfg simulate.Config) (string, *simulate.Truth) {
 func loaded(t *testing.T, cfg simulate.Config) (*chstore.Store, *simulate.Truth) {
 	t.Helper()
 	dir, truth := simulated(t, cfg)
+	return ingested(t, dir), truth
+}
+
+// ingested ingests the sources of dir's manifest (sources.yaml) into a
+// fresh database that lives as long as t.
+func ingested(t *testing.T, dir string) *chstore.Store {
+	t.Helper()
 	s := testdb.New(t)
 	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
 	if err != nil {
@@ -87,7 +94,7 @@ func loaded(t *testing.T, cfg simulate.Config) (*chstore.Store, *simulate.Truth)
 	if _, err := ingest.New(s, ingest.Options{}).Ingest(context.Background(), srcs); err != nil {
 		t.Fatalf("ingest: %v", err)
 	}
-	return s, truth
+	return s
 }
 
 func keysOf(m map[string]bool) []string {

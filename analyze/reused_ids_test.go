@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/simtest"
-	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -33,14 +31,7 @@ func TestReusedRequestIDsFromLogs(t *testing.T) {
 		}
 		return reuseIDs(b, filepath.Base(rel), &responses)
 	})
-	db := testdb.New(t)
-	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ingest.New(db, ingest.Options{}).Ingest(ctx, srcs); err != nil {
-		t.Fatal(err)
-	}
+	db := ingested(t, dir)
 	// The link kvtrail ingest runs after its lines.
 	from, to, _, err := DataSpan(ctx, db)
 	if err != nil {

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/simtest"
-	"github.com/kvtrail/kvtrail/internal/testdb"
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
@@ -26,7 +24,6 @@ import (
 // Finish) or decode node (Receive to the first token); the notification
 // list names their tenants as having received foreign data.
 func TestSharedRoomFromLogs(t *testing.T) {
-	ctx := t.Context()
 	src, _ := simulated(t, simulate.Config{Scenario: "clean", Seed: 7, Scale: 0.2, Days: 1})
 	dir := simtest.Rewrite(t, src, t.TempDir(), simtest.OneRoom)
 	want, tenants := sharedFromLogs(t, dir)
@@ -34,14 +31,7 @@ func TestSharedRoomFromLogs(t *testing.T) {
 		t.Fatal("no two requests in flight at once on a node: the comparison proves nothing")
 	}
 
-	db := testdb.New(t)
-	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ingest.New(db, ingest.Options{}).Ingest(ctx, srcs); err != nil {
-		t.Fatal(err)
-	}
+	db := ingested(t, dir)
 	// Whole, then in slices of 2,000 requests (a request's partners may
 	// lie in the slice's context).
 	for i, slice := range []int{0, 2000} {
