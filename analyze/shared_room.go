@@ -219,9 +219,10 @@ func overlapping(f *Fact, g *roomGroup) (partners []*Fact, sides []string, more 
 }
 
 // addPartner names s's request as one of me's partners when it is
-// another request on me's node whose span overlaps me's.
+// another request on me's node whose span overlaps me's. The same
+// response logged twice (two gateways) has one key: not another request.
 func addPartner(s, me roomSpan, seen map[*Fact]bool, partners *[]*Fact, more *bool) bool {
-	if s.f == me.f || s.node != me.node || !s.from.Before(me.to) || !me.from.Before(s.to) {
+	if s.f.Key == me.f.Key || s.node != me.node || !s.from.Before(me.to) || !me.from.Before(s.to) {
 		return false
 	}
 	if !seen[s.f] {

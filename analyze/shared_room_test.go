@@ -57,6 +57,7 @@ func TestSharedRoom(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		reqs []roomReq
+		keys []string         // the requests' keys, when not req-i
 		want map[string]found // by request key
 	}{
 		{name: "distinct rooms", reqs: []roomReq{ok("a", 1, "p0", 0, 10, "d0", 1, 12), ok("b", 2, "p0", 0, 10, "d0", 1, 12)}},
@@ -72,6 +73,8 @@ func TestSharedRoom(t *testing.T) {
 				"req-0": {High, []string{"req-1"}, nil, "decode d0"},
 				"req-1": {High, []string{"req-0"}, nil, "decode d0"},
 			}},
+		{name: "one response logged twice", reqs: []roomReq{ok("a", 7, "p0", 0, 10, "d0", 1, 12), ok("a", 7, "p0", 0, 10, "d0", 1, 12)},
+			keys: []string{"req-0", "req-0"}},
 		{name: "one room one after the other", reqs: []roomReq{ok("a", 7, "p0", 0, 10, "d0", 1, 5), ok("b", 7, "p0", 10, 20, "d0", 11, 5)}},
 		{name: "one room at once on other nodes", reqs: []roomReq{ok("a", 7, "p0", 0, 10, "d0", 1, 12), ok("b", 7, "p1", 0, 10, "d1", 1, 12)}},
 		{name: "a request that served nothing is low",
@@ -82,7 +85,7 @@ func TestSharedRoom(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := sharedRoomFindings(t, tc.reqs)
+			fs := sharedRoomFindings(t, tc.reqs, tc.keys...)
 			got := map[string]found{}
 			for _, f := range fs {
 				got[f.RequestKey] = found{f.Severity, f.ForeignRequestKeys, f.ForeignTenants, f.Details["shared_on"]}
@@ -118,12 +121,17 @@ func TestSharedRoomBoundsItsPartners(t *testing.T) {
 	}
 }
 
-// sharedRoomFindings runs SharedRoom over reqs as one window.
-func sharedRoomFindings(t *testing.T, reqs []roomReq) []Finding {
+// sharedRoomFindings runs SharedRoom over reqs as one window, keyed by
+// keys if given.
+func sharedRoomFindings(t *testing.T, reqs []roomReq, keys ...string) []Finding {
 	t.Helper()
 	d := &Dataset{}
 	for i, q := range reqs {
-		d.Facts = append(d.Facts, q.fact(i))
+		f := q.fact(i)
+		if keys != nil {
+			f.Key = keys[i]
+		}
+		d.Facts = append(d.Facts, f)
 	}
 	fs, err := (&SharedRoom{}).Analyze(context.Background(), d)
 	if err != nil {
