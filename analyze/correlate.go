@@ -94,11 +94,11 @@ func reusedKey(g *GatewayResponse) string { return domain.ReusedKey(g.RequestID,
 // within reuse of it, carries for another request: a client-supplied id
 // reused. Keyed by the id alone, the two were one request to the analysis
 // (its lookups by key) and, for one tenant, one request_facts row (keyed
-// by tenant and id). The same response logged
-// twice (two gateways, or a line ingested from two files) names the same
-// room and rids and stays one request. Bounded in time so a slice, which
-// links the requests within its context of its own, decides as the whole
-// window does; a reuse farther apart is not seen.
+// by tenant and id). The same response logged twice (two gateways, or a
+// line ingested from two files) names the same room and rids and stays
+// one request. Bounded in time so a slice, which links the requests
+// within its context of its own, decides as the whole window does; a
+// reuse farther apart is not seen.
 func reusedIDs(gw []*GatewayResponse, reuse time.Duration) map[*GatewayResponse]bool {
 	if reuse <= 0 {
 		return nil
@@ -167,11 +167,6 @@ func reusedIDs(gw []*GatewayResponse, reuse time.Duration) map[*GatewayResponse]
 	}
 	return out
 }
-
-// A room naming more than domain.RoomLines lines is shared by many
-// requests. Each of its requests is linked by its rids instead of reading
-// the room's lines whole, which for n requests under one room took n²
-// steps (20,000 requests 143 s, so a slice of 100,000 about an hour).
 
 // nodeRID keys an engine line by its node and rid: a pair, where a joined
 // string allocated one per line (0.4 GB at 2M requests).
@@ -317,10 +312,13 @@ func (c *correlator) link(f *Fact, prefillRID, decodeRID string) {
 	shared := false
 	if f.Room != 0 {
 		evs = c.byRoom[f.Room]
-		// A gateway response under a shared room takes its lines by its
-		// rids alone; without rids it cannot tell its lines from the
-		// others' and links none. A room the gateway did not log is linked
-		// once (orphanFacts), so its lines are read whole.
+		// A room naming more than domain.RoomLines lines is shared by
+		// many requests: a gateway response under it takes its lines by
+		// its rids alone (reading the room's lines whole for each of its
+		// n requests took n² steps: 20,000 requests 143 s, a slice of
+		// 100,000 about an hour); without rids it cannot tell its lines
+		// from the others' and links none. A room the gateway did not log
+		// is linked once (orphanFacts), so its lines are read whole.
 		if len(evs) > domain.RoomLines && f.GW != nil {
 			evs, shared = nil, true
 		}

@@ -204,11 +204,13 @@ func overlapping(f *Fact, g *roomGroup) (partners []*Fact, sides []string, more 
 		// Later starts overlap while they start before f's span ends,
 		// earlier ones only if they started within the side's longest span
 		// before it; each scan is bounded as well.
-		for j, n := i, 0; j < len(spans) && n < sharedRoomScan && spans[j].from.Before(me.to); j, n = j+1, n+1 {
+		// Once more than sharedRoomPartners are named and this side has one,
+		// the rest change nothing.
+		for j, n := i, 0; j < len(spans) && n < sharedRoomScan && !(more && found) && spans[j].from.Before(me.to); j, n = j+1, n+1 {
 			found = addPartner(spans[j], me, seen, &partners, &more) || found
 		}
 		earliest := me.from.Add(-side.r.longest)
-		for j, n := i-1, 0; j >= 0 && n < sharedRoomScan && !spans[j].from.Before(earliest); j, n = j-1, n+1 {
+		for j, n := i-1, 0; j >= 0 && n < sharedRoomScan && !(more && found) && !spans[j].from.Before(earliest); j, n = j-1, n+1 {
 			found = addPartner(spans[j], me, seen, &partners, &more) || found
 		}
 		if found {
