@@ -22,11 +22,12 @@ import (
 // the served requests that this test, reading the log lines itself,
 // finds in flight beside another on the same prefill node (Receive to
 // Finish) or decode node (Receive to the first token); the notification
-// list names their tenants as having received foreign data.
+// list names their tenants as having received foreign data, and their
+// partners' tenants as possibly exposed.
 func TestSharedRoomFromLogs(t *testing.T) {
 	src, _ := simulated(t, simulate.Config{Scenario: "clean", Seed: 7, Scale: 0.2, Days: 1})
 	dir := simtest.Rewrite(t, src, t.TempDir(), simtest.OneRoom)
-	want, tenants := sharedFromLogs(t, dir)
+	want, tenants, exposed := sharedFromLogs(t, dir)
 	if len(want) == 0 {
 		t.Fatal("no two requests in flight at once on a node: the comparison proves nothing")
 	}
@@ -68,6 +69,9 @@ func TestSharedRoomFromLogs(t *testing.T) {
 		if g := keysOf(a.received); !slices.Equal(g, tenants) {
 			t.Errorf("slices of %d: tenants that received foreign data %v, want %v", slice, g, tenants)
 		}
+		if g := keysOf(a.exposed); !slices.Equal(g, exposed) {
+			t.Errorf("slices of %d: tenants possibly exposed %v, want %v", slice, g, exposed)
+		}
 	}
 	t.Logf("%d requests served under a shared room at once; tenants %v", len(want), tenants)
 }
@@ -75,9 +79,9 @@ func TestSharedRoomFromLogs(t *testing.T) {
 // sharedFromLogs reads dir's gateway and engine logs with regular
 // expressions of its own and returns the served PD requests (by gateway
 // request id) in flight under their room beside another request on the
-// same prefill or decode node, and the tenants of those beside a request
-// of another tenant.
-func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string) {
+// same prefill or decode node, the tenants of those beside a request of
+// another tenant, and the tenants of those other requests.
+func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string, []string) {
 	t.Helper()
 	type req struct {
 		id, tenant, prid, drid string
@@ -168,7 +172,7 @@ func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string) {
 			}{i, span{d.t, d.t.Add(q.ttft)}})
 		}
 	}
-	want, foreign := map[string]bool{}, map[string]bool{}
+	want, foreign, exposed := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, l := range spans {
 		for _, a := range l {
 			for _, b := range l {
@@ -178,9 +182,10 @@ func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string) {
 				want[reqs[a.r].id] = true
 				if reqs[b.r].tenant != reqs[a.r].tenant {
 					foreign[reqs[a.r].tenant] = true
+					exposed[reqs[b.r].tenant] = true
 				}
 			}
 		}
 	}
-	return want, keysOf(foreign)
+	return want, keysOf(foreign), keysOf(exposed)
 }
