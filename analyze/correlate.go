@@ -399,16 +399,26 @@ func (c *correlator) side(evs []*EngineEvent, want, rid string, role func(*Engin
 		}
 	}
 	only := ""
-	if rid != "" {
-		own, other := false, false
-		for _, e := range evs {
-			if e.Node == node && e.RID != "" && role(e) {
-				own, other = own || e.RID == rid, other || e.RID != rid
-			}
+	var first string
+	own, other := false, false
+	for _, e := range evs {
+		if e.Node != node || e.RID == "" || !role(e) {
+			continue
 		}
-		if own && other {
-			only = rid
+		if first == "" {
+			first = e.RID
 		}
+		own = own || (rid != "" && e.RID == rid)
+		other = other || e.RID != first || (rid != "" && e.RID != rid)
+	}
+	switch {
+	case own && other:
+		only = rid
+	case rid == "" && first != "" && other:
+		// Two requests under one room on this node and no rid to tell
+		// which is this one: taking the first would give one request's
+		// lines to both.
+		return nil
 	}
 	s := &Side{Node: node, DPRank: -1}
 	seen := map[uint64]bool{}

@@ -46,6 +46,22 @@ func TestCorrelateSharedRoom(t *testing.T) {
 				return nil
 			},
 			want: func(i int) []uint64 { return []uint64{uint64(5*i + 5)} }},
+		// Requests 0 and 8 share their nodes and name no rid: neither can
+		// tell its lines from the other's, and taking the first would give
+		// both request 0's; the others have the room to themselves there.
+		{name: "requests under one room on the same nodes, no rids logged", n: 9, room: shared,
+			edit: func(gw []*GatewayResponse, _ []*EngineEvent) []*TransferEvent {
+				for _, g := range gw {
+					g.PrefillRID, g.DecodeRID = "", ""
+				}
+				return nil
+			},
+			want: func(i int) []uint64 {
+				if i%8 == 0 {
+					return []uint64{uint64(5*i + 5)}
+				}
+				return nil
+			}},
 		{name: "gateway rids other than the nodes' link by room", n: 3, room: func(i int) uint64 { return uint64(100 + i) },
 			edit: func(gw []*GatewayResponse, _ []*EngineEvent) []*TransferEvent {
 				for _, g := range gw {

@@ -2,11 +2,14 @@ package analyze
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,65 +18,126 @@ import (
 	"github.com/kvtrail/kvtrail/simulate"
 )
 
-// A deployment whose router gives every request one bootstrap room (as a
-// router deriving rooms from a request id clients leave unset does): a
-// clean simulated day with every room in every log rewritten to one. The
-// analysis links each request by its rids, and shared_room flags exactly
-// the served requests that this test, reading the log lines itself,
-// finds in flight beside another on the same prefill node (Receive to
-// Finish) or decode node (Receive to the first token); the notification
-// list names their tenants as having received foreign data, and their
-// partners' tenants as possibly exposed.
+// A deployment whose router gives requests shared bootstrap rooms, as a
+// clean simulated day with its rooms rewritten: every room to one (a
+// router deriving rooms from a request id clients leave unset), or each
+// room to the room of the response before it when that came within two
+// seconds (pairs, so a request's partners are a few, not the room's every
+// tenant). The analysis links each request by its rids, and shared_room
+// flags exactly the served requests that this test, reading the log lines
+// itself, finds in flight beside another under the same room on the same
+// prefill node (Receive to Finish) or decode node (Receive to the first
+// token); the notification list names their tenants as having received
+// foreign data, and their partners' tenants as possibly exposed.
 func TestSharedRoomFromLogs(t *testing.T) {
 	src, _ := simulated(t, simulate.Config{Scenario: "clean", Seed: 7, Scale: 0.2, Days: 1})
-	dir := simtest.Rewrite(t, src, t.TempDir(), simtest.OneRoom)
-	want, tenants, exposed := sharedFromLogs(t, dir)
-	if len(want) == 0 {
-		t.Fatal("no two requests in flight at once on a node: the comparison proves nothing")
+	for _, tc := range []struct {
+		name string
+		edit func(rel string, b []byte) ([]byte, error)
+	}{
+		{"one room", simtest.OneRoom},
+		{"pairs", pairedRooms(t, src, 2*time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := simtest.Rewrite(t, src, t.TempDir(), tc.edit)
+			want, tenants, exposed := sharedFromLogs(t, dir)
+			if len(want) == 0 {
+				t.Fatal("no two requests in flight under one room on a node: the comparison proves nothing")
+			}
+			db := ingested(t, dir)
+			// Whole, then in slices of 2,000 requests (a request's partners
+			// may lie in the slice's context).
+			for i, slice := range []int{0, 2000} {
+				cfg := DefaultConfig()
+				cfg.SliceRequests = slice
+				a := runAll(t, db, cfg, testNow.Add(time.Duration(i)*time.Minute))
+				if slice > 0 && a.report.Slices < 2 {
+					t.Fatalf("%d slices of %d requests: the sliced run is not sliced", a.report.Slices, slice)
+				}
+				got := map[string]bool{}
+				for _, x := range a.report.Runs {
+					if x.Run.Analyzer != "shared_room" {
+						continue
+					}
+					for _, f := range x.Findings {
+						if f.Severity == High {
+							got[f.GatewayRequestID] = true
+						}
+					}
+				}
+				if g, w := keysOf(got), keysOf(want); !slices.Equal(g, w) {
+					t.Errorf("slices of %d: shared_room HIGH on %d requests, the logs show %d served beside another", slice, len(g), len(w))
+					for _, k := range w {
+						if !got[k] {
+							t.Errorf("missed %s", k)
+						}
+					}
+					for _, k := range g {
+						if !want[k] {
+							t.Errorf("flagged %s", k)
+						}
+					}
+				}
+				if g := keysOf(a.received); !slices.Equal(g, tenants) {
+					t.Errorf("slices of %d: tenants that received foreign data %v, want %v", slice, g, tenants)
+				}
+				if g := keysOf(a.exposed); !slices.Equal(g, exposed) {
+					t.Errorf("slices of %d: tenants possibly exposed %v, want %v", slice, g, exposed)
+				}
+			}
+			t.Logf("%d requests served under a shared room at once; received %v, exposed %v", len(want), tenants, exposed)
+		})
 	}
+}
 
-	db := ingested(t, dir)
-	// Whole, then in slices of 2,000 requests (a request's partners may
-	// lie in the slice's context).
-	for i, slice := range []int{0, 2000} {
-		cfg := DefaultConfig()
-		cfg.SliceRequests = slice
-		a := runAll(t, db, cfg, testNow.Add(time.Duration(i)*time.Minute))
-		if slice > 0 && a.report.Slices < 2 {
-			t.Fatalf("%d slices of %d requests: the sliced run is not sliced", a.report.Slices, slice)
+// pairedRooms is an edit that gives each gateway response of src whose
+// previous response (by time, over every gateway log) came within gap,
+// and has not itself been given another's, that response's room, in
+// every log.
+func pairedRooms(t *testing.T, src string, gap time.Duration) func(string, []byte) ([]byte, error) {
+	t.Helper()
+	type resp struct {
+		ts   time.Time
+		room uint64
+	}
+	var rs []resp
+	logs, err := filepath.Glob(filepath.Join(src, "gateway-*.jsonl"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("gateway logs of %s: %v", src, err)
+	}
+	for _, path := range logs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		got := map[string]bool{}
-		for _, x := range a.report.Runs {
-			if x.Run.Analyzer != "shared_room" {
-				continue
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			var g struct {
+				TS   time.Time `json:"ts"`
+				Room uint64    `json:"bootstrap_room"`
 			}
-			for _, f := range x.Findings {
-				if f.Severity == High {
-					got[f.GatewayRequestID] = true
-				}
+			if json.Unmarshal(l, &g) == nil && g.Room != 0 {
+				rs = append(rs, resp{g.TS, g.Room})
 			}
-		}
-		if g, w := keysOf(got), keysOf(want); !slices.Equal(g, w) {
-			t.Errorf("slices of %d: shared_room HIGH on %d requests, the logs show %d served beside another", slice, len(g), len(w))
-			for _, k := range w {
-				if !got[k] {
-					t.Errorf("missed %s", k)
-				}
-			}
-			for _, k := range g {
-				if !want[k] {
-					t.Errorf("flagged %s", k)
-				}
-			}
-		}
-		if g := keysOf(a.received); !slices.Equal(g, tenants) {
-			t.Errorf("slices of %d: tenants that received foreign data %v, want %v", slice, g, tenants)
-		}
-		if g := keysOf(a.exposed); !slices.Equal(g, exposed) {
-			t.Errorf("slices of %d: tenants possibly exposed %v, want %v", slice, g, exposed)
 		}
 	}
-	t.Logf("%d requests served under a shared room at once; tenants %v", len(want), tenants)
+	slices.SortFunc(rs, func(a, b resp) int { return a.ts.Compare(b.ts) })
+	to := map[string]string{}
+	for i := 1; i < len(rs); i++ {
+		prev := strconv.FormatUint(rs[i-1].room, 10)
+		if _, taken := to[prev]; !taken && rs[i].ts.Sub(rs[i-1].ts) <= gap {
+			to[strconv.FormatUint(rs[i].room, 10)] = prev
+		}
+	}
+	room := regexp.MustCompile(`(bootstrap_room(?:": ?|=))([0-9]+)`)
+	return func(_ string, b []byte) ([]byte, error) {
+		return room.ReplaceAllFunc(b, func(m []byte) []byte {
+			sm := room.FindSubmatch(m)
+			if r, ok := to[string(sm[2])]; ok {
+				return append(slices.Clip(sm[1]), r...)
+			}
+			return m
+		}), nil
+	}
 }
 
 // sharedFromLogs reads dir's gateway and engine logs with regular
@@ -85,6 +149,7 @@ func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string, []stri
 	t.Helper()
 	type req struct {
 		id, tenant, prid, drid string
+		room                   uint64
 		served                 bool
 		ttft                   time.Duration
 	}
@@ -127,7 +192,7 @@ func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string, []stri
 				// Requests served by a unified engine (mode regular) have
 				// no room.
 				if json.Unmarshal(sc.Bytes(), &g) == nil && g.ID != "" && g.Room != 0 {
-					reqs = append(reqs, req{g.ID, g.Tenant, g.PRID, g.DRID, g.Status == 200 && g.Completion > 0,
+					reqs = append(reqs, req{g.ID, g.Tenant, g.PRID, g.DRID, g.Room, g.Status == 200 && g.Completion > 0,
 						time.Duration(g.TTFT * float64(time.Millisecond))})
 				}
 			case strings.HasSuffix(name, ".log"):
@@ -159,14 +224,16 @@ func sharedFromLogs(t *testing.T, dir string) (map[string]bool, []string, []stri
 	for i, q := range reqs {
 		if p, ok := recv[q.prid]; ok {
 			if end, ok := fin[q.prid]; ok {
-				spans["p:"+p.node] = append(spans["p:"+p.node], struct {
+				k := fmt.Sprintf("p:%s/%d", p.node, q.room)
+				spans[k] = append(spans[k], struct {
 					r    int
 					span span
 				}{i, span{p.t, end}})
 			}
 		}
 		if d, ok := recv[q.drid]; ok && q.ttft > 0 {
-			spans["d:"+d.node] = append(spans["d:"+d.node], struct {
+			k := fmt.Sprintf("d:%s/%d", d.node, q.room)
+			spans[k] = append(spans[k], struct {
 				r    int
 				span span
 			}{i, span{d.t, d.t.Add(q.ttft)}})
