@@ -118,8 +118,9 @@ func (g *gatewayScans) ScanGatewayResponses(ctx context.Context, w Window, fn fu
 // The simulated requests' lines end within the slice's context, so only
 // the leading margin matters to them. Lines logged later need the
 // trailing margin: two are added after the slice's context, a decode
-// transfer failure of the slice's last decoded request and the decode
-// Finish of a long decode that started in the slice.
+// transfer failure of the slice's last decoded request (the shape of the
+// real line in sglang#12688, ingest/parse/testdata/corpus/sglang-12688.log, v0.5.4) and
+// the decode Finish of a long decode that started in the slice.
 func TestSliceMarginsKeepOnlyLinkedLines(t *testing.T) {
 	ctx := context.Background()
 	s, r, whole := loadedWhole(t, simulate.Config{Scenario: "incident-2026", Seed: 3, Scale: 0.05, Days: 1})

@@ -11,11 +11,13 @@ import (
 // SharedRoom finds requests that shared their bootstrap room with another
 // request in flight on the same prefill or decode node.
 //
-// SGLang keys a transfer's state by bootstrap room on both sides
-// (disaggregation/mooncake/conn.py): the prefill keeps the decode's
-// destination pages in transfer_infos[room][session] and sends each KV
-// chunk of a room to every destination listed there, and both sides keep
-// request_status[room]. Two requests in flight under one room on one
+// SGLang keys a transfer's state by bootstrap room on both sides (read in
+// sgl-project/sglang python/sglang/srt/disaggregation/mooncake/conn.py,
+// main at 0005973a, 2026-12): the prefill's bootstrap_thread stores the
+// decode's destination pages in transfer_infos[room][mooncake_session_id],
+// its transfer_worker sends each KV chunk of a room to every entry of
+// transfer_infos[kv_chunk.room], and MooncakeKVSender.poll and
+// MooncakeKVReceiver.poll read check_status(bootstrap_room). Two requests in flight under one room on one
 // prefill node have one's KV written into the other's pages, or the later
 // destination replace the earlier (whose pages are then never written, so
 // it decodes over whatever they held); on one decode node one request's
