@@ -54,10 +54,19 @@ type rreq struct {
 	finished    bool
 	ownWrites   bool
 	placeholder bool
-	gaveUp      bool   // the lane stopped waiting for its Finish (replayHorizon)
-	ri          int32  // index in the lane's requests (compacting changes it)
-	first, last uint64 // lines
-	growth      int    // decode pages the replay will add
+	gaveUp      bool // the lane stopped waiting for its Finish (replayHorizon)
+	// What the replay is asked about its room (replayAsk.writers, holders
+	// and of), looked up once when it joins its lane rather than at every
+	// page it takes: at a page size of one token, once per output token.
+	wanted, asked, of bool
+	ri                int32  // index in the lane's requests (compacting changes it)
+	first, last       uint64 // lines
+	growth            int    // decode pages the replay will add
+}
+
+// ask looks up what the replay is asked about r's room.
+func (r *rreq) ask(a *replayAsk) {
+	r.wanted, r.asked, r.of = a.writers[r.room], a.holders.has(r.room), a.of[r.room]
 }
 
 // SourcePages is what one writer room had last written in pages a victim
@@ -204,29 +213,128 @@ func mergeSource(m map[uint64]*SourcePages, w uint64, s *SourcePages) {
 // sortOps orders a lane's operations by time; inside one instant (one log
 // second when lines are second-granular) frees come first and lines in
 // file order, or, reversed, allocations first and lines in reverse order.
-func sortOps(ops []op, reversed bool) {
-	slices.SortStableFunc(ops, func(a, b op) int {
-		ta, tb := a.at, b.at
-		if reversed {
-			ta, tb = ta/int64(time.Second), tb/int64(time.Second)
-		}
-		if ta != tb {
-			return cmp.Compare(ta, tb)
-		}
-		if a.kind != b.kind {
-			if reversed {
-				return cmp.Compare(a.kind, b.kind)
+// The sort is stable (operations equal in all of that keep their order)
+// and takes the first sorted of ops as already in order: a lane's pending
+// operations are what its last flush left, in order, and what came
+// since. slices.SortStableFunc, which this replaces, merges in place in
+// O(n log² n) moves and sorted everything pending again at each flush:
+// half of a replay's time at SGLang's default page size of one token,
+// where a request has an operation per output token. buf is scratch.
+func sortOps(ops []op, sorted int, reversed bool, buf *[]op) {
+	cmp := opForward
+	if reversed {
+		cmp = opReversed
+	}
+	sortStable(ops[sorted:], cmp, buf)
+	if sorted == 0 || sorted == len(ops) || cmp(ops[sorted-1], ops[sorted]) <= 0 {
+		return
+	}
+	mergeSorted(ops, sorted, cmp, buf)
+}
+
+func opForward(a, b op) int {
+	if a.at != b.at {
+		return cmp.Compare(a.at, b.at)
+	}
+	if a.kind != b.kind {
+		return cmp.Compare(b.kind, a.kind)
+	}
+	return cmp.Compare(a.line, b.line)
+}
+
+func opReversed(a, b op) int {
+	if ta, tb := a.at/int64(time.Second), b.at/int64(time.Second); ta != tb {
+		return cmp.Compare(ta, tb)
+	}
+	if a.kind != b.kind {
+		return cmp.Compare(a.kind, b.kind)
+	}
+	if a.at != b.at {
+		return cmp.Compare(a.at, b.at)
+	}
+	return cmp.Compare(b.line, a.line)
+}
+
+// sortStable is a stable merge sort of s: insertion-sorted runs, then
+// merges through buf, O(n log n) moves.
+func sortStable[T any](s []T, cmp func(a, b T) int, buf *[]T) {
+	const run = 24
+	n := len(s)
+	for lo := 0; lo < n; lo += run {
+		r := s[lo:min(lo+run, n)]
+		for i := 1; i < len(r); i++ {
+			x := r[i]
+			j := i
+			for ; j > 0 && cmp(r[j-1], x) > 0; j-- {
+				r[j] = r[j-1]
 			}
-			return cmp.Compare(b.kind, a.kind)
+			r[j] = x
 		}
-		if a.at != b.at {
-			return cmp.Compare(a.at, b.at)
+	}
+	if n <= run {
+		return
+	}
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	src, dst := s, (*buf)[:n]
+	for width := run; width < n; width *= 2 {
+		for lo := 0; lo < n; lo += 2 * width {
+			mid, hi := min(lo+width, n), min(lo+2*width, n)
+			merge(src[lo:mid], src[mid:hi], dst[lo:hi], cmp)
 		}
-		if reversed {
-			return cmp.Compare(b.line, a.line)
+		src, dst = dst, src
+	}
+	if &src[0] != &s[0] {
+		copy(s, src)
+	}
+}
+
+// merge writes the stable merge of sorted a and b (a first on ties) to
+// out, which has room for both and overlaps neither.
+func merge[T any](a, b, out []T, cmp func(a, b T) int) {
+	if len(a) > 0 && len(b) > 0 && cmp(a[len(a)-1], b[0]) <= 0 {
+		copy(out, a)
+		copy(out[len(a):], b)
+		return
+	}
+	i, j, k := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if cmp(b[j], a[i]) < 0 {
+			out[k] = b[j]
+			j++
+		} else {
+			out[k] = a[i]
+			i++
 		}
-		return cmp.Compare(a.line, b.line)
-	})
+		k++
+	}
+	k += copy(out[k:], a[i:])
+	copy(out[k:], b[j:])
+}
+
+// mergeSorted merges s[:mid] and s[mid:], both sorted, in place (the first
+// on ties), through buf.
+func mergeSorted[T any](s []T, mid int, cmp func(a, b T) int, buf *[]T) {
+	if cap(*buf) < mid {
+		*buf = make([]T, mid)
+	}
+	a := (*buf)[:mid]
+	copy(a, s[:mid])
+	// The output never passes the second run's next element: k = i+j-mid
+	// <= j.
+	i, j, k := 0, mid, 0
+	for i < len(a) && j < len(s) {
+		if cmp(s[j], a[i]) < 0 {
+			s[k] = s[j]
+			j++
+		} else {
+			s[k] = a[i]
+			i++
+		}
+		k++
+	}
+	copy(s[k:], a[i:])
 }
 
 // lanePool is the replay's own model of one rank's allocator (written from
@@ -239,6 +347,7 @@ func sortOps(ops []op, reversed bool) {
 // setting the released pages' bits (no sort of the whole pool). Without
 // need_sort, free_pages is a list with freed pages put in front, stored
 // reversed (head last) so that both ends are appends and truncations.
+
 type lanePool struct {
 	ps       int
 	needSort bool
@@ -413,6 +522,38 @@ func (p *lanePool) take(n int, short bool, spare int) []int32 {
 	return p.next(n, true, spare)
 }
 
+// takeOne is take(1, short, 0) without a list: alloc_decode's one page.
+func (p *lanePool) takeOne(short bool) (int32, bool) {
+	if !p.needSort {
+		if len(p.list) == 0 {
+			return 0, false
+		}
+		q := p.list[len(p.list)-1]
+		p.list = p.list[:len(p.list)-1]
+		return q, true
+	}
+	if short || (p.nbits == 0 && len(p.released) > 0) {
+		p.mergeReleased()
+	}
+	if p.nbits == 0 {
+		return 0, false
+	}
+	for w := p.lo; w < len(p.bits); w++ {
+		if word := p.bits[w]; word != 0 {
+			b := bits.TrailingZeros64(word)
+			p.bits[w] = word &^ (1 << uint(b))
+			if p.bits[w] == 0 {
+				p.lo = w + 1
+			} else {
+				p.lo = w
+			}
+			p.nbits--
+			return int32(w*64 + b), true
+		}
+	}
+	return 0, false
+}
+
 // write records request ri (its lane index) as the writer of pages.
 func (p *lanePool) write(pages []int32, ri int32, output bool) {
 	for _, pg := range pages {
@@ -428,6 +569,14 @@ func (p *lanePool) room(i int32) uint64 {
 		return 0
 	}
 	return p.reqs[i-1].room
+}
+
+// req is the request a pageState names (nil for none).
+func (p *lanePool) req(i int32) *rreq {
+	if i == 0 {
+		return nil
+	}
+	return p.reqs[i-1]
 }
 
 // line is the line a pageState's writer wrote with: its Receive line.
@@ -462,6 +611,9 @@ func (p *lanePool) release(pages []int32) {
 func runLane(ops []op, reqs []*rreq, npages, ps int, sorted bool, ask *replayAsk) (map[uint64]*VictimReplay, map[uint64][]uint64) {
 	lr := newLaneRun(npages, ps, sorted, ask)
 	defer lr.close()
+	for _, r := range reqs {
+		r.ask(ask)
+	}
 	for _, o := range ops {
 		lr.apply(reqs, o)
 	}
@@ -534,7 +686,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 	r := reqs[o.ri]
 	switch o.kind {
 	case opPrealloc:
-		writers := lr.ask.writers[r.room]
+		writers := r.wanted
 		n := (r.prompt + ps - 1) / ps
 		if n > p.nfree()+len(p.released) {
 			return false
@@ -543,7 +695,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if pg == nil {
 			return false
 		}
-		if lr.ask.holders.has(r.room) {
+		if r.asked {
 			lr.noteHolders(r.room, pg)
 		}
 		for _, q := range pg {
@@ -587,19 +739,22 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if !p.holds[o.ri] {
 			return true
 		}
-		np := p.take(1, max(lr.running, 1) > p.nfree(), 0)
-		if np == nil {
+		q, ok := p.takeOne(max(lr.running, 1) > p.nfree())
+		if !ok {
 			return true
 		}
-		if hs, ok := lr.held[r.room]; ok {
-			if h := p.room(p.pages[np[0]].holder); h != r.room && lr.ask.of[h] && !slices.Contains(hs, h) {
-				lr.held[r.room] = append(hs, h)
+		st := &p.pages[q]
+		if r.asked {
+			if hs, ok := lr.held[r.room]; ok {
+				if h := p.req(st.holder); h != nil && h.room != r.room && h.of && !slices.Contains(hs, h.room) {
+					lr.held[r.room] = append(hs, h.room)
+				}
 			}
 		}
-		p.pages[np[0]].holder = o.ri + 1
-		p.held[o.ri] = append(pg, np...)
-		p.write(np, o.ri, true)
-		p.recycle(np)
+		st.holder = o.ri + 1
+		p.held[o.ri] = append(pg, q)
+		st.prevW, st.prevOut = st.writer, st.out
+		st.writer, st.out = o.ri+1, true
 	case opFree:
 		if p.holds[o.ri] {
 			p.release(p.held[o.ri])
@@ -617,9 +772,16 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 func (lr *laneRun) noteHolders(room uint64, pg []int32) {
 	p := lr.p
 	hs := []uint64{} // present even when empty: the room was replayed
+	last := int32(-1)
 	add := func(q int32) {
-		if h := p.room(p.pages[q].holder); h != room && lr.ask.of[h] && !slices.Contains(hs, h) {
-			hs = append(hs, h)
+		// Pages come in runs of one holder: look each run up once.
+		i := p.pages[q].holder
+		if i == last {
+			return
+		}
+		last = i
+		if h := p.req(i); h != nil && h.room != room && h.of && !slices.Contains(hs, h.room) {
+			hs = append(hs, h.room)
 		}
 	}
 	for _, q := range pg {

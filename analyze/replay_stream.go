@@ -308,6 +308,7 @@ type laneStream struct {
 	inflight []int32
 	head     int
 	pending  []op // operations not run yet
+	sorted   int  // how many of pending, from the first, are in order
 	flushAt  int
 	// runs[0] replays lines of one instant in file order; runs[1], kept
 	// while every Receive of the lane is on a whole second, in the
@@ -392,7 +393,8 @@ func (ls *laneStream) admit(r *rreq) {
 	r.ri = int32(len(ls.reqs))
 	ls.reqs = append(ls.reqs, r)
 	ls.inflight = append(ls.inflight, r.ri)
-	if _, ok := ls.wantRecv[r.room]; !ok && ls.ask.writers[r.room] {
+	r.ask(ls.ask)
+	if _, ok := ls.wantRecv[r.room]; !ok && r.wanted {
 		ls.wantRecv[r.room] = r.recv
 	}
 	if ls.coarse && r.recv.UnixNano()%int64(time.Second) != 0 {
@@ -561,7 +563,9 @@ func (ls *laneStream) flush(now time.Time, final bool) {
 		}
 		wm -= wm % int64(time.Second)
 	}
-	sortOps(ls.pending, false)
+	buf := opBufs.Get().(*[]op)
+	defer opBufs.Put(buf)
+	sortOps(ls.pending, ls.sorted, false, buf)
 	k, _ := slices.BinarySearchFunc(ls.pending, wm, func(o op, t int64) int {
 		if o.at < t {
 			return -1
@@ -571,7 +575,7 @@ func (ls *laneStream) flush(now time.Time, final bool) {
 	ready := ls.pending[:k]
 	if len(ls.runs) > 1 {
 		alt := slices.Clone(ready)
-		sortOps(alt, true)
+		sortOps(alt, 0, true, buf)
 		for _, o := range alt {
 			ls.runs[1].apply(ls.reqs, o)
 		}
@@ -580,9 +584,13 @@ func (ls *laneStream) flush(now time.Time, final bool) {
 		ls.runs[0].apply(ls.reqs, o)
 	}
 	ls.pending = append(ls.pending[:0], ls.pending[k:]...)
+	ls.sorted = len(ls.pending)
 	ls.flushAt = max(flushMin, 2*len(ls.pending))
 	ls.spillFinal(ls.d, ls.node)
 }
+
+// opBufs is the flushes' sorting scratch, shared by the lanes.
+var opBufs = sync.Pool{New: func() any { return new([]op) }}
 
 // finish runs what is left (requests without a Finish hold their pages to
 // the end) and adds the lane's wanted rooms to out, as one replay of the
