@@ -347,14 +347,27 @@ func mergeSorted[T any](s []T, mid int, cmp func(a, b T) int, buf *[]T) {
 // setting the released pages' bits (no sort of the whole pool). Without
 // need_sort, free_pages is a list with freed pages put in front, stored
 // reversed (head last) so that both ends are appends and truncations.
-
+//
+// At a page size of one token SGLang allocates with another class,
+// TokenToKVPoolAllocator (model_runner_kv_cache_mixin.py: "if
+// self.page_size == 1"), whose rules differ in two places: alloc merges
+// release_pages only when the request needs more than free_pages holds
+// (no "+ bs + 1" of alloc_extend), and without need_sort free() appends
+// the freed slots at the end of free_pages, in the request's order, where
+// the paged allocator puts them in front (sgl-project/sglang
+// python/sglang/srt/mem_cache/allocator.py at 02e29cb1,
+// disaggregation/decode.py at 0035ca42: "if allocator.page_size == 1:
+// kv_loc = allocator.alloc(delta_len)"). token marks that class; its
+// list is then free_pages in order, from head.
 type lanePool struct {
 	ps       int
 	needSort bool
+	token    bool     // page size 1: TokenToKVPoolAllocator
 	bits     []uint64 // need_sort: free_pages as a set
 	nbits    int
 	lo       int     // lowest word that may hold a set bit
-	list     []int32 // no need_sort: free_pages, reversed (head last)
+	list     []int32 // no need_sort: free_pages, reversed (head last); token: in order from head
+	head     int     // token, no need_sort: where free_pages starts in list
 	released []int32 // release_pages (need_sort)
 	// pages holds each page's history in one record, so a write touches
 	// one cache line rather than one per field.
@@ -401,7 +414,7 @@ func newLanePool(n, ps int, sorted bool) *lanePool {
 	} else {
 		pages = make([]pageState, n+1)
 	}
-	p := &lanePool{ps: ps, needSort: sorted, pages: pages, keepMax: 2*n + 1024}
+	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, keepMax: 2*n + 1024}
 	if sorted {
 		p.bits = make([]uint64, (n+1+63)/64)
 		for i := 1; i <= n; i++ {
@@ -413,6 +426,9 @@ func newLanePool(n, ps int, sorted bool) *lanePool {
 	p.list = make([]int32, n)
 	for i := range p.list {
 		p.list[i] = int32(n - i)
+		if p.token {
+			p.list[i] = int32(i + 1)
+		}
 	}
 	return p
 }
@@ -422,7 +438,7 @@ func (p *lanePool) nfree() int {
 	if p.needSort {
 		return p.nbits
 	}
-	return len(p.list)
+	return len(p.list) - p.head
 }
 
 // next returns up to k pages from the head of free_pages, head first,
@@ -436,13 +452,21 @@ func (p *lanePool) next(k int, take bool, spare int) []int32 {
 		out = p.buf[:0] // a peek: valid until the next peek
 	}
 	if !p.needSort {
-		for i := 0; i < k; i++ {
-			out = append(out, p.list[len(p.list)-1-i])
-		}
-		if take {
-			p.list = p.list[:len(p.list)-k]
+		if p.token {
+			out = append(out, p.list[p.head:p.head+k]...)
 		} else {
+			for i := 0; i < k; i++ {
+				out = append(out, p.list[len(p.list)-1-i])
+			}
+		}
+		switch {
+		case !take:
 			p.buf = out
+		case p.token:
+			p.head += k
+			p.trim()
+		default:
+			p.list = p.list[:len(p.list)-k]
 		}
 		return out
 	}
@@ -466,6 +490,15 @@ func (p *lanePool) next(k int, take bool, spare int) []int32 {
 		p.buf = out
 	}
 	return out
+}
+
+// trim drops the taken head of a token pool's free_pages once it is most
+// of the list, so the list stays the size of the pool.
+func (p *lanePool) trim() {
+	if p.head > 1024 && p.head > len(p.list)/2 {
+		n := copy(p.list, p.list[p.head:])
+		p.list, p.head = p.list[:n], 0
+	}
 }
 
 // newList is an empty page list with room for n pages, a freed one when
@@ -525,8 +558,14 @@ func (p *lanePool) take(n int, short bool, spare int) []int32 {
 // takeOne is take(1, short, 0) without a list: alloc_decode's one page.
 func (p *lanePool) takeOne(short bool) (int32, bool) {
 	if !p.needSort {
-		if len(p.list) == 0 {
+		switch {
+		case p.nfree() == 0:
 			return 0, false
+		case p.token:
+			q := p.list[p.head]
+			p.head++
+			p.trim()
+			return q, true
 		}
 		q := p.list[len(p.list)-1]
 		p.list = p.list[:len(p.list)-1]
@@ -588,12 +627,17 @@ func (p *lanePool) line(i int32) uint64 {
 }
 
 // release is free(): unique pages onto release_pages (need_sort), or in
-// front of free_pages, lowest first.
+// front of free_pages, lowest first (a token pool: at its end, as they
+// come).
 func (p *lanePool) release(pages []int32) {
 	if p.needSort {
 		// Order does not matter: the merge sorts (a request's pages are
 		// distinct, so no duplicates either).
 		p.released = append(p.released, pages...)
+		return
+	}
+	if p.token {
+		p.list = append(p.list, pages...)
 		return
 	}
 	u := append(p.sbuf[:0], pages...)
@@ -691,7 +735,10 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if n > p.nfree()+len(p.released) {
 			return false
 		}
-		pg := p.take(n, r.prompt/ps+2 > p.nfree(), r.growth)
+		// alloc_extend merges when extend_num_tokens // page_size + bs +
+		// 1 > len(free_pages); the token allocator's alloc only when the
+		// request needs more than that (take's own check).
+		pg := p.take(n, !p.token && r.prompt/ps+2 > p.nfree(), r.growth)
 		if pg == nil {
 			return false
 		}

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -73,39 +74,56 @@ func TestTheilSen(t *testing.T) {
 // allocator.py, 0.4.10–0.5.17; mem_cache/allocator/paged.py in 0.5.18):
 // with need_sort, free() puts pages on release_pages, and they rejoin
 // free_pages, merged and sorted, only when an allocation finds free_pages
-// short; without it, freed pages go to the front of free_pages. The
-// expected pages are worked out by hand from those rules, not taken from
-// the simulator.
+// short; without it, freed pages go to the front of free_pages. At a
+// page size of one token (TokenToKVPoolAllocator) freed slots go to the
+// end instead. The expected pages are worked out by hand from those
+// rules, not taken from the simulator (TestReplayAllocatesAsSGLang
+// compares with a transcription of both classes).
 func TestLanePoolFollowsSGLang(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		sorted bool
 		steps  func(p *lanePool) []int32
 		want   []int32
+		ps     int // 2 when 0: the paged allocator
 	}{
-		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false, 0) }, []int32{1, 2, 3}},
+		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false, 0) }, []int32{1, 2, 3}, 0},
 		{"need_sort: freed pages wait until free_pages is short", true, func(p *lanePool) []int32 {
 			a := p.take(4, false, 0)
 			p.take(2, false, 0)
 			p.release(a[:2])
 			return p.take(3, false, 0)
-		}, []int32{7, 8, 9}},
+		}, []int32{7, 8, 9}, 0},
 		{"need_sort: a short allocation merges and sorts", true, func(p *lanePool) []int32 {
 			a := p.take(4, false, 0)
 			p.take(2, false, 0)
 			p.release(a[:2])
 			return p.take(3, true, 0)
-		}, []int32{1, 2, 7}},
+		}, []int32{1, 2, 7}, 0},
 		{"no sort: freed pages go to the front", false, func(p *lanePool) []int32 {
 			a := p.take(4, false, 0)
 			p.take(2, false, 0)
 			p.release(a[:2])
 			return p.take(3, false, 0)
-		}, []int32{1, 2, 7}},
-		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true, 0) }, nil},
+		}, []int32{1, 2, 7}, 0},
+		{"token, no sort: freed slots go to the end", false, func(p *lanePool) []int32 {
+			a := p.take(4, false, 0)
+			p.take(2, false, 0)
+			p.release([]int32{a[1], a[0]})
+			p.take(3, false, 0)
+			return p.take(3, false, 0)
+		}, []int32{10, 2, 1}, 1},
+		{"token, need_sort: merged and sorted when the request needs more", true, func(p *lanePool) []int32 {
+			a := p.take(4, false, 0)
+			p.take(4, false, 0)
+			p.release([]int32{a[1], a[0]})
+			return p.take(3, false, 0)
+		}, []int32{1, 2, 9}, 1},
+		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true, 0) }, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.steps(newLanePool(10, 1, tc.sorted)); !slices.Equal(got, tc.want) {
+			ps := cmp.Or(tc.ps, 2)
+			if got := tc.steps(newLanePool(10, ps, tc.sorted)); !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -116,7 +134,7 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 // the next request that fits in it, holding that request's pages only, and
 // no list held at the time shares its memory.
 func TestLanePoolReusesFreedLists(t *testing.T) {
-	p := newLanePool(16, 1, false)
+	p := newLanePool(16, 2, false)
 	a := p.take(4, false, 0)
 	p.release(a)
 	p.recycle(a)
@@ -149,18 +167,19 @@ func TestLanePoolReusesFreedLists(t *testing.T) {
 // release_pages is not its writer.
 func TestRunLaneWriters(t *testing.T) {
 	at := func(s int) int64 { return int64(s) * int64(time.Second) }
-	a := &rreq{room: 11, prompt: 4, ownWrites: true, first: 1, last: 3}
-	b := &rreq{room: 22, prompt: 4, ownWrites: true, first: 2, last: 5}
-	c := &rreq{room: 33, prompt: 2, ownWrites: true, first: 4, last: 6}
-	v := &rreq{room: 99, prompt: 4, ownWrites: true, placeholder: true, first: 7, last: 7}
+	// Page size 2 (the paged allocator), two tokens a page.
+	a := &rreq{room: 11, prompt: 8, ownWrites: true, first: 1, last: 3}
+	b := &rreq{room: 22, prompt: 8, ownWrites: true, first: 2, last: 5}
+	c := &rreq{room: 33, prompt: 4, ownWrites: true, first: 4, last: 6}
+	v := &rreq{room: 99, prompt: 8, ownWrites: true, placeholder: true, first: 7, last: 7}
 	reqs := []*rreq{a, b, c, v}
 	ops := []op{
 		{at(1), 1, 0, opPrealloc}, {at(2), 2, 1, opPrealloc}, {at(3), 3, 0, opFree},
 		{at(4), 4, 2, opPrealloc}, {at(5), 5, 1, opFree}, {at(6), 6, 2, opFree},
-		// 10 pages: 8 + 2 held/freed, 2 free left; 4/1+2 > 2 merges.
+		// 10 pages: 8 + 2 held/freed, 2 free left; 8/2+2 > 2 merges.
 		{at(7), 7, 3, opPrealloc},
 	}
-	res, _ := runLane(ops, reqs, 10, 1, true, &replayAsk{writers: map[uint64]bool{99: true}})
+	res, _ := runLane(ops, reqs, 10, 2, true, &replayAsk{writers: map[uint64]bool{99: true}})
 	got := res[99]
 	if got == nil {
 		t.Fatal("no replay for the victim")
