@@ -52,6 +52,26 @@ func TestExposureLoads(t *testing.T) {
 	}
 }
 
+// TestExposureAtPageSizeOne is TestExposureLoads' nearly full pool at
+// SGLang's default page size of one token, where decode allocates with
+// TokenToKVPoolAllocator (its own merge condition; the simulator's and the
+// replay's models of it are each written from SGLang's source). Without
+// page events only: they would be a line per token, gigabytes at this
+// scale.
+func TestExposureAtPageSizeOne(t *testing.T) {
+	db, tr := loaded(t, simulate.Config{Scenario: "incident-2026", Seed: 1, Scale: 0.1, Tenants: 120,
+		DecodePool: 1_245_184, PageSize: 1})
+	if len(tr.PossiblyExposed) == 0 || len(tr.ReceivedForeignData) == 0 {
+		t.Fatal("no exposed or receiving tenants in the truth")
+	}
+	cfg := DefaultConfig()
+	a := runAll(t, db, cfg, testNow.Add(30*time.Minute))
+	if got := keysOf(a.received); !slices.Equal(got, tr.ReceivedForeignData) {
+		t.Errorf("received foreign data = %v, want %v", got, tr.ReceivedForeignData)
+	}
+	checkExposure(t, a, tr)
+}
+
 // TestExposureRetractions: SGLang logs retractions only as counts (no
 // request, no time), so the replay cannot place them: a retracted request
 // is replayed as holding its pages from Receive to Finish, while SGLang

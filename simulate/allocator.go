@@ -43,7 +43,7 @@ type pagePool struct {
 	marks    []uint64 // mergeUnique's bitmap, all zero between merges
 }
 
-func newPagePool(numPages int) *pagePool {
+func newPagePool(numPages, pageSize int) *pagePool {
 	p := &pagePool{numPages: numPages, pageSize: pageSize, needSort: true}
 	p.free = make([]int32, numPages)
 	for i := range p.free {
@@ -125,9 +125,18 @@ func (p *pagePool) take(n int, short bool) []int32 {
 }
 
 // allocExtend is decode's prealloc of a request's prompt (alloc_extend with
-// prefix 0 and bs 1): ceil(tokens/page_size) pages.
+// prefix 0 and bs 1): ceil(tokens/page_size) pages. At page size 1 decode
+// calls the token allocator's alloc(tokens) instead
+// (disaggregation/decode.py, alloc_for_decode_prealloc: "if
+// allocator.page_size == 1: kv_loc = allocator.alloc(delta_len)"), which
+// merges release_pages only when free_pages cannot hold the request
+// (TokenToKVPoolAllocator.alloc: "if self.need_sort and need_size >
+// len(self.free_pages)").
 func (p *pagePool) allocExtend(tokens int) []int32 {
 	n := (tokens + p.pageSize - 1) / p.pageSize
+	if p.pageSize == 1 {
+		return p.take(n, n > len(p.free))
+	}
 	return p.take(n, tokens/p.pageSize+1+1 > len(p.free))
 }
 

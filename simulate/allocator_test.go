@@ -11,7 +11,7 @@ import (
 // release_pages until an allocation finds free_pages short; without it they
 // go to the front of free_pages.
 func TestPagePoolFollowsSGLang(t *testing.T) {
-	ps := pageSize
+	ps := defaultPageSize
 	tests := []struct {
 		name     string
 		needSort bool
@@ -28,7 +28,7 @@ func TestPagePoolFollowsSGLang(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPagePool(10)
+			p := newPagePool(10, defaultPageSize)
 			p.needSort = tc.needSort
 			a := p.allocExtend(3 * ps)
 			b := p.allocExtend(2 * ps)
@@ -47,9 +47,9 @@ func TestPagePoolFollowsSGLang(t *testing.T) {
 }
 
 func TestPagePoolDecodeMergeNeedsBatch(t *testing.T) {
-	p := newPagePool(4)
-	a := p.allocExtend(3 * pageSize) // 1 2 3
-	p.release(a[:1])                 // page 1 waits
+	p := newPagePool(4, defaultPageSize)
+	a := p.allocExtend(3 * defaultPageSize) // 1 2 3
+	p.release(a[:1])                        // page 1 waits
 	if got := p.allocDecode(1); !slices.Equal(got, []int32{4}) {
 		t.Fatalf("decode with one free page = %v, want [4]", got)
 	}
@@ -67,8 +67,8 @@ func TestPagePoolDecodeMergeNeedsBatch(t *testing.T) {
 // be handed them), its growth stops, and on resume it is preallocated as
 // many pages again, written as its own prompt and output.
 func TestPagePoolRetraction(t *testing.T) {
-	ps := pageSize
-	p := newPagePool(10)
+	ps := defaultPageSize
+	p := newPagePool(10, defaultPageSize)
 	r := &request{seq: 1, prompt: 2 * ps, completion: 6 * ps, promptPages: 2, every: 10}
 	r.pages = p.allocExtend(r.prompt) // 1 2
 	p.write(r.pages, r.seq, 7, false)
@@ -118,7 +118,7 @@ func TestPagePoolRetraction(t *testing.T) {
 func TestPagePoolMergeEqualsSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for trial := 0; trial < 200; trial++ {
-		q := newPagePool(1 + rng.IntN(3000))
+		q := newPagePool(1+rng.IntN(3000), defaultPageSize)
 		perm := rng.Perm(q.numPages)
 		k := rng.IntN(q.numPages + 1)
 		split := rng.IntN(k + 1)

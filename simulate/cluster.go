@@ -77,6 +77,7 @@ type node struct {
 	glogYear bool
 	canary   bool
 	dp       int
+	pageSize int
 	tput     float64 // prefill tokens/s per DP rank, uncached tokens only
 
 	boots   []boot
@@ -153,6 +154,7 @@ func buildCluster(sc *scenario, rnd func() float64) []*node {
 	}
 	for i, n := range nodes {
 		n.idx = i
+		n.pageSize = sc.pageSize
 		n.url = "http://" + n.host + ":30000"
 		n.reqLevel = 0
 		n.logMS = n.version >= v0511 && i%2 == 0
@@ -195,7 +197,7 @@ func planRedeploys(sc *scenario, nodes []*node, day, span int64) {
 	if len(pref) > 0 {
 		add(pref[0], at(0.31)+int64(14*time.Hour)%day, 3*time.Minute, false, func(b *boot) {
 			b.memFrac -= 0.02
-			b.pool = b.pool * 25 / 26 / pageSize * pageSize
+			b.pool = b.pool * 25 / 26 / sc.pageSize * sc.pageSize
 		})
 	}
 	if len(pref) > 1 {

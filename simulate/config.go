@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,10 @@ type Config struct {
 	// (max_total_num_tokens): small pools run nearly full and merge their
 	// released pages often, large ones rarely.
 	DecodePool int
+	// PageSize overrides every engine's page_size (0: 64, the scenario's
+	// FlashMLA pages). 1 is SGLang's default for most attention backends;
+	// its decode servers then allocate with TokenToKVPoolAllocator.
+	PageSize int
 	// Retractions overrides the share of decoded requests retracted once
 	// (0: the scenario's own, 0.2 % for incident-2026); at most 0.5.
 	Retractions float64
@@ -59,8 +64,11 @@ func (c Config) Validate() error {
 	if c.Retractions < 0 || c.Retractions > 0.5 {
 		return fmt.Errorf("retractions %g: want a share from 0 to 0.5", c.Retractions)
 	}
-	if c.DecodePool < 0 || (c.DecodePool > 0 && c.DecodePool < 16*pageSize) {
-		return fmt.Errorf("decode pool %d tokens: want 0 (default) or at least %d", c.DecodePool, 16*pageSize)
+	if c.PageSize < 0 || c.PageSize > 1024 {
+		return fmt.Errorf("page size %d tokens: want 0 (default) to 1024", c.PageSize)
+	}
+	if ps := cmp.Or(c.PageSize, defaultPageSize); c.DecodePool < 0 || (c.DecodePool > 0 && c.DecodePool < 16*ps) {
+		return fmt.Errorf("decode pool %d tokens: want 0 (default) or at least %d", c.DecodePool, 16*ps)
 	}
 	if c.OutDir == "" {
 		return errors.New("out dir is required")

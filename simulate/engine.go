@@ -196,9 +196,9 @@ func (s *sim) arrive(t int64, r *request) {
 	if ss := r.sess; ss != nil {
 		r.cached = 0
 		if pf == ss.sticky && pf.epoch == ss.stickyEpoch && ss.lastOK && s.rng.Float64() < 0.9 {
-			r.cached = ss.prevPrompt / pageSize * pageSize
+			r.cached = ss.prevPrompt / s.sc.pageSize * s.sc.pageSize
 		} else if tn := s.tenants[r.tenant]; r.prompt > tn.sysPrompt {
-			r.cached = tn.sysPrompt / pageSize * pageSize
+			r.cached = tn.sysPrompt / s.sc.pageSize * s.sc.pageSize
 		}
 	}
 	switch x := s.rng.Float64(); {
@@ -305,7 +305,7 @@ func (s *sim) tryAlloc(t int64, r *request) {
 	// admission check counts released pages too (available_size).
 	rk.pool.advance(t)
 	var pages []int32
-	if need := (r.prompt + pageSize - 1) / pageSize; need <= rk.pool.available() {
+	if need := (r.prompt + s.sc.pageSize - 1) / s.sc.pageSize; need <= rk.pool.available() {
 		pages = rk.pool.allocExtend(r.prompt)
 	}
 	if pages == nil {
@@ -326,7 +326,7 @@ func (s *sim) tryAlloc(t int64, r *request) {
 		rk.prealloc--
 	}
 	r.pages = pages
-	r.promptPages = (r.prompt + pageSize - 1) / pageSize
+	r.promptPages = (r.prompt + s.sc.pageSize - 1) / s.sc.pageSize
 	r.allocated, r.allocAt = true, t
 	r.metaIdx = rk.metaCtr % 512
 	rk.metaCtr++
@@ -902,7 +902,7 @@ func (s *sim) tick(t int64, n *node, rank int, epoch uint32) {
 	b := n.cur()
 	var tokens int
 	if rk.pool != nil {
-		tokens = rk.pool.used() * pageSize
+		tokens = rk.pool.used() * s.sc.pageSize
 	} else {
 		tokens = rk.usedTok
 	}
@@ -929,7 +929,7 @@ func (s *sim) nodeBoot(t int64, n *node, idx int) {
 	for i := range n.ranks {
 		n.ranks[i] = &rankState{}
 		if n.role == roleDecode {
-			n.ranks[i].pool = newPagePool(n.cur().pool / pageSize)
+			n.ranks[i].pool = newPagePool(n.cur().pool/n.pageSize, n.pageSize)
 		}
 	}
 	ready := n.startup(t)

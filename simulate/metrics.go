@@ -72,12 +72,12 @@ func (s *sim) scrape(t int64) {
 			transfer += r.transfer
 			prealloc += r.prealloc
 			if r.pool != nil {
-				used += r.pool.used() * pageSize
+				used += r.pool.used() * s.sc.pageSize
 			} else {
 				used += r.usedTok
 			}
 		}
-		vals := []float64{float64(b.pool), contextLen, pageSize, float64(run), float64(queue), float64(used),
+		vals := []float64{float64(b.pool), contextLen, float64(s.sc.pageSize), float64(run), float64(queue), float64(used),
 			float64(used) / float64(b.pool*n.dp), float64(inflight), float64(transfer), float64(prealloc),
 			n.cPrompt, n.cGen, n.cCached, n.cReqs, n.cAborted, n.cXferFail, n.cBootFail}
 		for i, v := range vals {

@@ -218,7 +218,7 @@ func (s *sim) finish() (*Summary, error) {
 		for _, b := range n.boots {
 			tr.Nodes = append(tr.Nodes, NodeTruth{Node: n.name, Role: n.role.String(), Boot: time.Unix(0, s.base+b.at).UTC(),
 				Version: n.version.String(), MaxTotalTokens: b.pool, ContextLen: contextLen, MaxReqInputLen: maxReqInputLen(b.pool, contextLen),
-				PageSize: pageSize, DPSize: n.dp, Canary: n.canary, Endpoint: n.url, ClockSkew: time.Duration(n.log.skew).String()})
+				PageSize: s.sc.pageSize, DPSize: n.dp, Canary: n.canary, Endpoint: n.url, ClockSkew: time.Duration(n.log.skew).String()})
 		}
 	}
 	if tr.Affected == nil {

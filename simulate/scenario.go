@@ -28,6 +28,7 @@ type scenario struct {
 
 	buggyPool  int // prefill pool on the non-canary nodes (tokens)
 	decodePool int // decode pool per DP rank (tokens)
+	pageSize   int // every engine's page_size (tokens)
 
 	stallProb     float64 // transfer stalls (RDMA retries) long enough to provoke client aborts
 	timeoutProb   float64 // transfer never completes: 300 s waiting timeout, 500
@@ -38,7 +39,7 @@ type scenario struct {
 
 const (
 	contextLen      = 1_048_576
-	pageSize        = 64
+	defaultPageSize = 64
 	decodePool      = 3_145_728
 	immunePool      = 1_245_184
 	canaryPool      = 2 * contextLen
@@ -53,7 +54,8 @@ const (
 
 func lookupScenario(name string) scenario {
 	base := scenario{
-		name: name, start: time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), gateways: 2,
+		pageSize: defaultPageSize,
+		name:     name, start: time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), gateways: 2,
 		buggyPool: immunePool, decodePool: decodePool, stallProb: 0.002, timeoutProb: 0.0005, cancelProb: 0.004, retractProb: 0.002,
 	}
 	switch name {
@@ -101,6 +103,9 @@ func (s *scenario) apply(cfg Config) {
 	}
 	if cfg.DecodePool > 0 {
 		s.decodePool = cfg.DecodePool
+	}
+	if cfg.PageSize > 0 {
+		s.pageSize = cfg.PageSize
 	}
 	if cfg.Retractions > 0 {
 		s.retractProb = cfg.Retractions

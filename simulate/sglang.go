@@ -55,7 +55,7 @@ func (n *node) startup(t int64) int64 {
 		fmtArgs = fmt.Sprintf(", log_requests_format='%s', log_requests_target=None", f)
 	}
 	n.linef(t, -1, "server_args=ServerArgs(model_path='%s', tokenizer_path='%s', tokenizer_mode='auto', skip_tokenizer_init=False, load_format='auto', trust_remote_code=True, dtype='auto', quantization='%s', context_length=None, device='cuda', served_model_name='glm-5.2', host='%s', port=30000, mem_fraction_static=%v, max_running_requests=None, max_total_tokens=None, chunked_prefill_size=8192, max_prefill_tokens=16384, schedule_policy='fcfs', page_size=%d, tp_size=%d, pp_size=1, dp_size=%d, ep_size=%d, enable_dp_attention=%s, load_balance_method='follow_bootstrap_room', allow_auto_truncate=False, log_level='info', log_requests=True, log_requests_level=%d%s, enable_metrics=True, disaggregation_mode=%s, disaggregation_transfer_backend='mooncake', disaggregation_bootstrap_port=8998, disaggregation_ib_device='mlx5_0')",
-		b.model, b.model, b.quant, n.host, b.memFrac, pageSize, tp, n.dp, n.dp, dpAttn, n.reqLevel, fmtArgs, mode)
+		b.model, b.model, b.quant, n.host, b.memFrac, n.pageSize, tp, n.dp, n.dp, dpAttn, n.reqLevel, fmtArgs, mode)
 	n.linef(t+sec, -1, "Using default HuggingFace chat template with detected content format: string")
 	for r := 0; r < n.dp; r++ {
 		n.linef(t+2*sec-sec/10, r, "Init torch distributed begin.")

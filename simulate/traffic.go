@@ -144,7 +144,7 @@ func (s *sim) sourceFire(t int64, ti int, sess bool) {
 		r.unified = s.unified != nil && s.rng.Float64() < 0.05
 	}
 	if r.prompt > tn.sysPrompt && s.rng.Float64() < 0.7 {
-		r.cached = tn.sysPrompt / pageSize * pageSize
+		r.cached = tn.sysPrompt / s.sc.pageSize * s.sc.pageSize
 	}
 	s.arrive(t, r)
 }

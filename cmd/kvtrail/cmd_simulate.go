@@ -46,6 +46,8 @@ func newSimulateCmd() *cobra.Command {
 	f.IntVar(&cfg.Decode, "decode", 0, "override the number of decode instances")
 	f.BoolVar(&cfg.PageEvents, "page-events", false, "also write page-level KV events (engine debug tracing)")
 	f.BoolVar(&cfg.MooncakeSeparate, "mooncake-separate", false, "write Mooncake glog lines to <node>.mooncake.log instead of into the engine log")
+	f.IntVar(&cfg.DecodePool, "decode-pool", 0, "override the decode KV pool per DP rank in tokens (small pools run nearly full)")
+	f.IntVar(&cfg.PageSize, "page-size", 0, "override every engine's page_size in tokens (default 64; 1 is SGLang's default, allocated by TokenToKVPoolAllocator)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }
