@@ -188,6 +188,10 @@ type nodeReplay struct {
 	// sink, when set, takes the victims' lineage as the lanes find it
 	// (laneStream.sink); the node's answer then has none.
 	sink *laneSink
+	// out is the node's answer, which lanes add to as they finish; boot
+	// is the boot of the latest request admitted.
+	out  replayAnswer
+	boot *Boot
 }
 
 // rowRef names one row of a typed table: its line and its message in the
@@ -206,7 +210,7 @@ type flight struct {
 
 func newNodeReplay(d *Dataset, node string, placeholder map[uint64]bool, ask *replayAsk) *nodeReplay {
 	return &nodeReplay{d: d, node: node, placeholder: placeholder, ask: ask,
-		flying: map[string]*flight{}, lanes: map[laneID]*laneStream{}}
+		flying: map[string]*flight{}, lanes: map[laneID]*laneStream{}, out: newReplayAnswer()}
 }
 
 // line takes the node's next row (time order; a row stored twice, not
@@ -254,6 +258,10 @@ func (n *nodeReplay) line(e *EngineEvent) error {
 // no rank, and the caller falls back to the node window.
 func (n *nodeReplay) admit(r *rreq) *laneStream {
 	b := n.d.Boots.At(n.node, r.recv)
+	if b != n.boot && b != nil && n.boot != nil && n.boot.At.Before(b.At) {
+		n.retire(b)
+	}
+	n.boot = b
 	if b == nil || !b.FollowsRoom() || b.DPSize == 0 {
 		return nil
 	}
@@ -266,20 +274,45 @@ func (n *nodeReplay) admit(r *rreq) *laneStream {
 		}
 		n.lanes[id] = ls
 	}
-	if ls == nil {
-		return nil // a pool without pages: nothing to replay
+	if ls == nil || ls.done {
+		return nil // a pool without pages, or a boot already retired: nothing to replay
 	}
 	r.placeholder = n.placeholder[r.room]
 	ls.admit(r)
 	return ls
 }
 
+// retireLanes is whether a node's lanes of earlier boots finish when a
+// later boot's first request arrives (tests compare with holding them to
+// the node's end).
+var retireLanes = true
+
+// retire finishes the lanes of boots before b: the engine restarted, so
+// no line of theirs can follow. Held to the node's end, a node's lanes of
+// every boot in the window were alive at once, and a lane's pages are
+// its pool's: at a page size of one token, 50 MB a rank and order for a
+// pool of 3,145,728 tokens, so memory grew with the node's restarts. They
+// finish in the order finish would give them, boot then rank, before any
+// lane of a later boot: the answer is the same.
+func (n *nodeReplay) retire(b *Boot) {
+	if retireLanes {
+		n.finishLanes(func(id laneID) bool { return id.boot.At.Before(b.At) })
+	}
+}
+
 // finish ends the node's stream: every lane runs what is left and reports
 // its wanted rooms, lanes in boot then rank order.
 func (n *nodeReplay) finish() replayAnswer {
+	n.finishLanes(func(laneID) bool { return true })
+	return n.out
+}
+
+// finishLanes finishes the lanes which, not finished yet, in boot then
+// rank order, into the node's answer, and lets them go.
+func (n *nodeReplay) finishLanes(which func(laneID) bool) {
 	ids := make([]laneID, 0, len(n.lanes))
 	for id, ls := range n.lanes {
-		if ls != nil {
+		if ls != nil && !ls.done && which(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -289,15 +322,17 @@ func (n *nodeReplay) finish() replayAnswer {
 		}
 		return ids[i].rank < ids[j].rank
 	})
-	out := newReplayAnswer()
 	for _, id := range ids {
-		n.lanes[id].finish(n.d, n.node, out)
+		ls := n.lanes[id]
+		ls.finish(n.d, n.node, n.out)
+		// Only its being done stays: a late line of its boot finds it.
+		*ls = laneStream{done: true}
 	}
-	return out
 }
 
 // laneStream is one lane being replayed as its lines arrive.
 type laneStream struct {
+	done       bool // finished: later lines of its boot change nothing
 	id         laneID
 	npages, ps int
 	end        time.Time // the lane's last instant: its boot's end or the read's
@@ -487,7 +522,7 @@ func (ls *laneStream) compact() {
 // record is gone (ri < 0) was one the lane stopped waiting for and that
 // never got pages: its Finish changes nothing.
 func (ls *laneStream) finished(ri int32, now time.Time) {
-	if ri < 0 {
+	if ri < 0 || ls.done {
 		return
 	}
 	ls.emit(ri)

@@ -261,3 +261,60 @@ func TestLaneRecordsDoNotGrowWithTheWindow(t *testing.T) {
 	}
 	t.Logf("a lane's records at most: %d over 2,000 requests, %d over 20,000", small, large)
 }
+
+// TestLanesOfEarlierBootsRetire: a node restarted three times in the
+// window keeps only its current boot's lanes alive (a lane holds its
+// pool's pages, 50 MB a rank at a page size of one token), and answers
+// exactly as when every boot's lanes are held to the node's end.
+func TestLanesOfEarlierBootsRetire(t *testing.T) {
+	d, lines, ask := replayFixture(3, "0.5.2", false)
+	t0 := d.Window.From
+	var boots []*domain.Boot
+	for i := range 4 {
+		boots = append(boots, &domain.Boot{Node: "decode-0", Role: "decode", At: t0.Add(time.Duration(i*5)*time.Minute - time.Second),
+			PageSize: 4, MaxTotalTokens: 240, DPSize: 2, Version: "0.5.2", Mode: "decode"})
+	}
+	d.Boots = domain.NewBoots(boots)
+	// A restart ends the requests in flight: no Finish of a boot's request
+	// comes after the next boot's start.
+	recvBoot := map[string]*domain.Boot{}
+	kept := lines[:0]
+	for _, e := range lines {
+		b := d.Boots.At("decode-0", e.TS)
+		if e.Event == "received" {
+			recvBoot[e.RID] = b
+		} else if recvBoot[e.RID] != b {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	lines = kept
+	run := func(retire bool) (replayAnswer, int) {
+		defer func(r bool) { retireLanes = r }(retireLanes)
+		retireLanes = retire
+		n := newNodeReplay(d, "decode-0", map[uint64]bool{}, ask)
+		for _, e := range lines {
+			if err := n.line(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		alive := 0
+		for _, ls := range n.lanes {
+			if ls != nil && !ls.done {
+				alive++
+			}
+		}
+		return n.finish(), alive
+	}
+	held, heldAlive := run(false)
+	retired, alive := run(true)
+	if heldAlive != 8 || alive > 2 {
+		t.Fatalf("lanes alive at the last line: %d retiring, %d holding; want at most 2 (one boot's ranks) and 8", alive, heldAlive)
+	}
+	if len(held.lineage) == 0 || len(held.held) == 0 {
+		t.Fatalf("the replay answered %d victims and %d candidates: the comparison proves nothing", len(held.lineage), len(held.held))
+	}
+	if !reflect.DeepEqual(held.lineage, retired.lineage) || !reflect.DeepEqual(held.held, retired.held) {
+		t.Fatal("retiring a restarted boot's lanes changed the node's answer")
+	}
+}
