@@ -453,8 +453,8 @@ func (ls *laneStream) compact() {
 	}
 	for _, lr := range ls.runs {
 		for _, st := range lr.p.pages {
-			page(st.writer)
-			page(st.prevW)
+			page(st.writer())
+			page(st.prevWriter())
 			page(st.holder)
 		}
 		for _, q := range lr.queue {
@@ -494,7 +494,9 @@ func (ls *laneStream) compact() {
 		p := lr.p
 		for k := range p.pages {
 			st := &p.pages[k]
-			st.writer, st.prevW, st.holder = ref(st.writer), ref(st.prevW), ref(st.holder)
+			st.w = written(ref(st.writer()), st.out())
+			st.prevW = written(ref(st.prevWriter()), st.prevOut())
+			st.holder = ref(st.holder)
 		}
 		for k := range lr.queue {
 			lr.queue[k].ri = remap[lr.queue[k].ri]
