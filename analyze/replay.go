@@ -221,15 +221,26 @@ func mergeSource(m map[uint64]*SourcePages, w uint64, s *SourcePages) {
 // half of a replay's time at SGLang's default page size of one token,
 // where a request has an operation per output token. buf is scratch.
 func sortOps(ops []op, sorted int, reversed bool, buf *[]op) {
-	cmp := opForward
-	if reversed {
-		cmp = opReversed
-	}
-	sortStable(ops[sorted:], cmp, buf)
-	if sorted == 0 || sorted == len(ops) || cmp(ops[sorted-1], ops[sorted]) <= 0 {
+	sortStableOps(ops[sorted:], reversed, buf)
+	if sorted == 0 || sorted == len(ops) || !opLess(&ops[sorted], &ops[sorted-1], reversed) {
 		return
 	}
-	mergeSorted(ops, sorted, cmp, buf)
+	mergeSortedOps(ops, sorted, reversed, buf)
+}
+
+// opLess is the order sortOps sorts by: opFwdLess, inlined in the sort's
+// loops (through a function value each comparison was a call, a third of
+// a replay's time at a page size of one token), or for second-granular
+// lanes' reversed replay opReversed, a call.
+func opLess(a, b *op, reversed bool) bool {
+	if reversed {
+		return opReversed(*a, *b) < 0
+	}
+	return opFwdLess(a, b)
+}
+
+func opFwdLess(a, b *op) bool {
+	return a.at < b.at || a.at == b.at && (a.kind > b.kind || a.kind == b.kind && a.line < b.line)
 }
 
 func opForward(a, b op) int {
@@ -255,9 +266,9 @@ func opReversed(a, b op) int {
 	return cmp.Compare(b.line, a.line)
 }
 
-// sortStable is a stable merge sort of s: insertion-sorted runs, then
+// sortStableOps is a stable merge sort of s: insertion-sorted runs, then
 // merges through buf, O(n log n) moves.
-func sortStable[T any](s []T, cmp func(a, b T) int, buf *[]T) {
+func sortStableOps(s []op, reversed bool, buf *[]op) {
 	const run = 24
 	n := len(s)
 	for lo := 0; lo < n; lo += run {
@@ -265,7 +276,7 @@ func sortStable[T any](s []T, cmp func(a, b T) int, buf *[]T) {
 		for i := 1; i < len(r); i++ {
 			x := r[i]
 			j := i
-			for ; j > 0 && cmp(r[j-1], x) > 0; j-- {
+			for ; j > 0 && (!reversed && opFwdLess(&x, &r[j-1]) || reversed && opLess(&x, &r[j-1], true)); j-- {
 				r[j] = r[j-1]
 			}
 			r[j] = x
@@ -275,13 +286,13 @@ func sortStable[T any](s []T, cmp func(a, b T) int, buf *[]T) {
 		return
 	}
 	if cap(*buf) < n {
-		*buf = make([]T, n)
+		*buf = make([]op, n)
 	}
 	src, dst := s, (*buf)[:n]
 	for width := run; width < n; width *= 2 {
 		for lo := 0; lo < n; lo += 2 * width {
 			mid, hi := min(lo+width, n), min(lo+2*width, n)
-			merge(src[lo:mid], src[mid:hi], dst[lo:hi], cmp)
+			mergeOps(src[lo:mid], src[mid:hi], dst[lo:hi], reversed)
 		}
 		src, dst = dst, src
 	}
@@ -290,17 +301,17 @@ func sortStable[T any](s []T, cmp func(a, b T) int, buf *[]T) {
 	}
 }
 
-// merge writes the stable merge of sorted a and b (a first on ties) to
+// mergeOps writes the stable merge of sorted a and b (a first on ties) to
 // out, which has room for both and overlaps neither.
-func merge[T any](a, b, out []T, cmp func(a, b T) int) {
-	if len(a) > 0 && len(b) > 0 && cmp(a[len(a)-1], b[0]) <= 0 {
+func mergeOps(a, b, out []op, reversed bool) {
+	if len(a) > 0 && len(b) > 0 && !opLess(&b[0], &a[len(a)-1], reversed) {
 		copy(out, a)
 		copy(out[len(a):], b)
 		return
 	}
 	i, j, k := 0, 0, 0
 	for i < len(a) && j < len(b) {
-		if cmp(b[j], a[i]) < 0 {
+		if !reversed && opFwdLess(&b[j], &a[i]) || reversed && opLess(&b[j], &a[i], true) {
 			out[k] = b[j]
 			j++
 		} else {
@@ -313,11 +324,11 @@ func merge[T any](a, b, out []T, cmp func(a, b T) int) {
 	copy(out[k:], b[j:])
 }
 
-// mergeSorted merges s[:mid] and s[mid:], both sorted, in place (the first
-// on ties), through buf.
-func mergeSorted[T any](s []T, mid int, cmp func(a, b T) int, buf *[]T) {
+// mergeSortedOps merges s[:mid] and s[mid:], both sorted, in place (the
+// first on ties), through buf.
+func mergeSortedOps(s []op, mid int, reversed bool, buf *[]op) {
 	if cap(*buf) < mid {
-		*buf = make([]T, mid)
+		*buf = make([]op, mid)
 	}
 	a := (*buf)[:mid]
 	copy(a, s[:mid])
@@ -325,7 +336,7 @@ func mergeSorted[T any](s []T, mid int, cmp func(a, b T) int, buf *[]T) {
 	// <= j.
 	i, j, k := 0, mid, 0
 	for i < len(a) && j < len(s) {
-		if cmp(s[j], a[i]) < 0 {
+		if !reversed && opFwdLess(&s[j], &a[i]) || reversed && opLess(&s[j], &a[i], true) {
 			s[k] = s[j]
 			j++
 		} else {
@@ -491,6 +502,16 @@ func (p *lanePool) next(k int, take bool, spare int) []int32 {
 	}
 	for w := p.lo; w < len(p.bits) && len(out) < k; w++ {
 		word := p.bits[w]
+		if word == ^uint64(0) && k-len(out) >= 64 {
+			// A whole word of free pages (at a page size of one token a
+			// prompt takes thousands): 64 in a row, no bit by bit.
+			n := len(out)
+			out = out[:n+64]
+			for b := range 64 {
+				out[n+b] = int32(w*64 + b)
+			}
+			word = 0
+		}
 		for word != 0 && len(out) < k {
 			b := bits.TrailingZeros64(word)
 			word &^= 1 << uint(b)
@@ -546,14 +567,15 @@ func (p *lanePool) recycle(l []int32) {
 
 // mergeReleased is merge_and_sort_free: free_pages becomes the sorted union.
 func (p *lanePool) mergeReleased() {
+	lo, n := p.lo, 0
 	for _, pg := range p.released {
 		w := int(pg >> 6)
-		if p.bits[w]&(1<<(uint(pg)&63)) == 0 {
-			p.bits[w] |= 1 << (uint(pg) & 63)
-			p.nbits++
-		}
-		p.lo = min(p.lo, w)
+		old := p.bits[w]
+		p.bits[w] = old | 1<<(uint(pg)&63)
+		n += int(^old >> (uint(pg) & 63) & 1) // a page released twice counts once
+		lo = min(lo, w)
 	}
+	p.lo, p.nbits = lo, p.nbits+n
 	p.released = p.released[:0]
 }
 
