@@ -302,7 +302,9 @@ func sortStableOps(s []op, reversed bool, buf *[]op) {
 }
 
 // mergeOps writes the stable merge of sorted a and b (a first on ties) to
-// out, which has room for both and overlaps neither.
+// out, which has room for both and does not overlap a. out may end with b
+// itself (a merge in place): while a is not exhausted the next write,
+// out[i+j], lies below b[j]'s place, out[len(a)+j].
 func mergeOps(a, b, out []op, reversed bool) {
 	if len(a) > 0 && len(b) > 0 && !opLess(&b[0], &a[len(a)-1], reversed) {
 		copy(out, a)
@@ -332,20 +334,7 @@ func mergeSortedOps(s []op, mid int, reversed bool, buf *[]op) {
 	}
 	a := (*buf)[:mid]
 	copy(a, s[:mid])
-	// The output never passes the second run's next element: k = i+j-mid
-	// <= j.
-	i, j, k := 0, mid, 0
-	for i < len(a) && j < len(s) {
-		if !reversed && opFwdLess(&s[j], &a[i]) || reversed && opLess(&s[j], &a[i], true) {
-			s[k] = s[j]
-			j++
-		} else {
-			s[k] = a[i]
-			i++
-		}
-		k++
-	}
-	copy(s[k:], a[i:])
+	mergeOps(a, s[mid:], s, reversed)
 }
 
 // lanePool is the replay's own model of one rank's allocator (written from
