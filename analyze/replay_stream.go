@@ -307,7 +307,7 @@ func (n *nodeReplay) finish() replayAnswer {
 	return n.out
 }
 
-// finishLanes finishes the lanes which, not finished yet, in boot then
+// finishLanes finishes the unfinished lanes which selects, in boot then
 // rank order, into the node's answer, and lets them go.
 func (n *nodeReplay) finishLanes(which func(laneID) bool) {
 	ids := make([]laneID, 0, len(n.lanes))
