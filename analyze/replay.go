@@ -243,16 +243,7 @@ func opFwdLess(a, b *op) bool {
 	return a.at < b.at || a.at == b.at && (a.kind > b.kind || a.kind == b.kind && a.line < b.line)
 }
 
-func opForward(a, b op) int {
-	if a.at != b.at {
-		return cmp.Compare(a.at, b.at)
-	}
-	if a.kind != b.kind {
-		return cmp.Compare(b.kind, a.kind)
-	}
-	return cmp.Compare(a.line, b.line)
-}
-
+// opReversed is the reversed order as a comparison.
 func opReversed(a, b op) int {
 	if ta, tb := a.at/int64(time.Second), b.at/int64(time.Second); ta != tb {
 		return cmp.Compare(ta, tb)
@@ -276,7 +267,7 @@ func sortStableOps(s []op, reversed bool, buf *[]op) {
 		for i := 1; i < len(r); i++ {
 			x := r[i]
 			j := i
-			for ; j > 0 && (!reversed && opFwdLess(&x, &r[j-1]) || reversed && opLess(&x, &r[j-1], true)); j-- {
+			for ; j > 0 && (!reversed && opFwdLess(&x, &r[j-1]) || reversed && opReversed(x, r[j-1]) < 0); j-- {
 				r[j] = r[j-1]
 			}
 			r[j] = x
@@ -313,7 +304,7 @@ func mergeOps(a, b, out []op, reversed bool) {
 	}
 	i, j, k := 0, 0, 0
 	for i < len(a) && j < len(b) {
-		if !reversed && opFwdLess(&b[j], &a[i]) || reversed && opLess(&b[j], &a[i], true) {
+		if !reversed && opFwdLess(&b[j], &a[i]) || reversed && opReversed(b[j], a[i]) < 0 {
 			out[k] = b[j]
 			j++
 		} else {
@@ -444,9 +435,9 @@ func newLanePool(n, ps int, sorted bool) *lanePool {
 	}
 	p.list = make([]int32, n)
 	for i := range p.list {
-		p.list[i] = int32(n - i)
+		p.list[i] = int32(n - i) // reversed: page 1 last, at the head
 		if p.token {
-			p.list[i] = int32(i + 1)
+			p.list[i] = int32(i + 1) // in order: page 1 first, at the head
 		}
 	}
 	return p
@@ -495,7 +486,7 @@ func (p *lanePool) next(k int, take bool, spare int) []int32 {
 			// A whole word of free pages (at a page size of one token a
 			// prompt takes thousands): 64 in a row, no bit by bit.
 			n := len(out)
-			out = out[:n+64]
+			out = slices.Grow(out, 64)[:n+64]
 			for b := range 64 {
 				out[n+b] = int32(w*64 + b)
 			}

@@ -1,11 +1,24 @@
 package analyze
 
 import (
+	"cmp"
 	"math/rand"
 	"slices"
 	"testing"
 	"time"
 )
+
+// opForward is the forward order as the replay compared it before sortOps
+// (a comparison for slices.SortStableFunc), the reference here.
+func opForward(a, b op) int {
+	if a.at != b.at {
+		return cmp.Compare(a.at, b.at)
+	}
+	if a.kind != b.kind {
+		return cmp.Compare(b.kind, a.kind)
+	}
+	return cmp.Compare(a.line, b.line)
+}
 
 // TestSortOpsIsStable: sortOps orders a lane's operations exactly as a
 // stable sort by the same order does, ties (the same instant, kind and

@@ -404,6 +404,8 @@ func newLaneStream(d *Dataset, id laneID, ask *replayAsk) *laneStream {
 	b := id.boot
 	ps := int(b.PageSize)
 	if ps <= 0 {
+		// Not logged: SGLang's default, and so its token allocator
+		// (lanePool.token).
 		ps = 1
 	}
 	npages := int(b.MaxTotalTokens) / ps

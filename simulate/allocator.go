@@ -127,10 +127,11 @@ func (p *pagePool) take(n int, short bool) []int32 {
 // allocExtend is decode's prealloc of a request's prompt (alloc_extend with
 // prefix 0 and bs 1): ceil(tokens/page_size) pages. At page size 1 decode
 // calls the token allocator's alloc(tokens) instead
-// (disaggregation/decode.py, alloc_for_decode_prealloc: "if
-// allocator.page_size == 1: kv_loc = allocator.alloc(delta_len)"), which
-// merges release_pages only when free_pages cannot hold the request
-// (TokenToKVPoolAllocator.alloc: "if self.need_sort and need_size >
+// (sgl-project/sglang disaggregation/decode.py at 0035ca42,
+// alloc_for_decode_prealloc: "if allocator.page_size == 1: kv_loc =
+// allocator.alloc(delta_len)"), which merges release_pages only when
+// free_pages cannot hold the request (mem_cache/allocator.py at 02e29cb1,
+// TokenToKVPoolAllocator.alloc: "if self.need_sort and need_size >
 // len(self.free_pages)").
 func (p *pagePool) allocExtend(tokens int) []int32 {
 	n := (tokens + p.pageSize - 1) / p.pageSize
