@@ -505,31 +505,54 @@ FROM page_events
 WHERE ts >= toDateTime(?) AND ts <= toDateTime(?)
 ORDER BY node, dp_rank, ts_ns, line_id, msg_index`
 
+// pageCols are the columns of anPageEventsSQL, in its order.
+type pageCols struct {
+	node, event, rid chblock.Str
+	dp               proto.ColInt16
+	ts, room, line   proto.ColUInt64
+	pageIDs          proto.ColUInt32
+	pages            *proto.ColArr[uint32]
+	msg              proto.ColUInt8
+}
+
+func (c *pageCols) results() proto.Results {
+	c.pages = &proto.ColArr[uint32]{Data: &c.pageIDs}
+	return proto.Results{
+		{Name: "node", Data: &c.node}, {Name: "dp_rank", Data: &c.dp}, {Name: "ts_ns", Data: &c.ts},
+		{Name: "event", Data: &c.event}, {Name: "rid", Data: &c.rid}, {Name: "bootstrap_room", Data: &c.room},
+		{Name: "pages", Data: c.pages}, {Name: "line_id", Data: &c.line}, {Name: "msg_index", Data: &c.msg},
+	}
+}
+
 // ScanPageEvents streams the page events of [from, to] (whole seconds)
 // ordered by node, DP rank, then time: one lane after the other. A row
-// stored twice (not merged yet) comes twice, next to itself.
+// stored twice (not merged yet) comes twice, next to itself. The event
+// and its Pages are valid only during fn.
+//
+// Page events are the one table with a line per allocator operation (at
+// page size 1, a line per token), read a block at a time: through the
+// driver's reflective row scan, every page of every row was a boxed
+// value, and the scan took 90% of an analysis with page events (6.8 of
+// 7.4 CPU-s on a 10k-request incident of 830k lines).
 func (s *Store) ScanPageEvents(ctx context.Context, from, to time.Time, fn func(*domain.PageEvent) error) error {
-	rows, done, err := s.Stream(ctx, anPageEventsSQL, UnixArg(from), UnixArg(to))
-	defer done()
-	if err != nil {
-		return fmt.Errorf("load page events: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	var c pageCols
+	err := s.scanBlocks(ctx, anPageEventsSQL, []any{UnixArg(from), UnixArg(to)}, c.results(), func(n int) error {
 		var e domain.PageEvent
-		var ns uint64
-		if err := rows.Scan(&e.Node, &e.DPRank, &ns, &e.Event, &e.RID, &e.Room, &e.Pages, &e.Line, &e.Msg); err != nil {
-			return fmt.Errorf("scan page event: %w", err)
+		for i := range n {
+			start, end := uint64(0), c.pages.Offsets[i]
+			if i > 0 {
+				start = c.pages.Offsets[i-1]
+			}
+			e = domain.PageEvent{TS: time.Unix(0, int64(c.ts[i])).UTC(), Node: c.node.Row(i), DPRank: c.dp[i],
+				Event: c.event.Row(i), RID: c.rid.Row(i), Room: c.room[i], Pages: c.pageIDs[start:end:end],
+				Line: c.line[i], Msg: c.msg[i]}
+			if err := fn(&e); err != nil {
+				return errCallback{err}
+			}
 		}
-		e.TS = time.Unix(0, int64(ns)).UTC()
-		if err := fn(&e); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read page events: %w", err)
-	}
-	return nil
+		return nil
+	})
+	return callbackOr(err, "load page events")
 }
 
 const anCanaryProbesSQL = `SELECT probe_id, ts_ns, identity, endpoint, kind, stream, marker, threshold_tokens, threshold_node,

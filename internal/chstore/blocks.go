@@ -193,6 +193,8 @@ func rowTargets(cols proto.Results) ([]any, func(), error) {
 			dest[i], apps[i] = rowTarget(col)
 		case *chblock.Str:
 			dest[i], apps[i] = rowTarget[string](col)
+		case *proto.ColArr[uint32]:
+			dest[i], apps[i] = rowTarget[[]uint32](col)
 		default:
 			return nil, nil, fmt.Errorf("chstore: no row path for column %s (%T)", c.Name, c.Data)
 		}

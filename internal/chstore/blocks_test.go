@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ type scanned struct {
 	engine, decode []domain.EngineEvent
 	gateway        []domain.GatewayResponse
 	speed          []domain.SpeedPoint
+	pages          []domain.PageEvent
 }
 
 func scanAll(t *testing.T, s *chstore.Store, to time.Time) scanned {
@@ -59,6 +61,14 @@ func scanAll(t *testing.T, s *chstore.Store, to time.Time) scanned {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.ScanPageEvents(ctx, anT0, to, func(e *domain.PageEvent) error {
+		c := *e
+		c.Pages = slices.Clone(e.Pages) // valid only during the call
+		out.pages = append(out.pages, c)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -81,7 +91,8 @@ func TestScanPathsAgree(t *testing.T) {
 
 	const n = 30_000
 	at := func(i int) time.Time { return anT0.Add(time.Duration(i) * 10 * time.Millisecond) }
-	var eng, gw [][]any
+	var eng, gw, pg [][]any
+	var pagesOf [][]uint32 // by i
 	events := []string{"received", "finished", "prefill_done", "http_access"}
 	for i := range n {
 		rid, msg, fin := fmt.Sprintf("rid-%d", i/3), "", ""
@@ -97,6 +108,19 @@ func TestScanPathsAgree(t *testing.T) {
 		if i%97 == 0 {
 			eng = append(eng, row) // stored twice, not merged yet
 		}
+		// Page events: empty, single and long page lists, a rank and a
+		// node of their own per lane, a duplicate as an unmerged re-ingest
+		// leaves it.
+		pages := make([]uint32, i%70)
+		for j := range pages {
+			pages[j] = uint32(i*31 + j)
+		}
+		p := []any{at(i), ns(at(i)), fmt.Sprintf("d%d", i%2), int16(i % 3), []string{"alloc", "write", "read", "free"}[i%4],
+			rid, uint64(i / 2), pages, uint64(2_000_000 + i), anT0}
+		pg, pagesOf = append(pg, p), append(pagesOf, pages)
+		if i%89 == 0 {
+			pg = append(pg, p)
+		}
 		if i%3 == 0 {
 			g := []any{at(i), ns(at(i)), fmt.Sprintf("req-%d", i), fmt.Sprintf("tenant-%d", i%4), "m", uint16(200),
 				uint64(i), uint64(i % 11), uint64(i % 5), float64(i) / 3, float64(i) / 2, "http://10.0.0.1:30000",
@@ -109,6 +133,7 @@ func TestScanPathsAgree(t *testing.T) {
 	}
 	batch(t, s, `INSERT INTO engine_events (ts, ts_ns, node, role, dp_rank, event, rid, bootstrap_room, prompt_tokens,
  completion_tokens, cached_tokens, finish_type, finish_message, status_code, line_id, ingested_at)`, eng)
+	batch(t, s, `INSERT INTO page_events (ts, ts_ns, node, dp_rank, event, rid, bootstrap_room, pages, line_id, ingested_at)`, pg)
 	batch(t, s, `INSERT INTO gateway_responses (ts, ts_ns, request_id, tenant, model, status, prompt_tokens,
  completion_tokens, cached_tokens, ttft_ms, duration_ms, prefill_endpoint, decode_endpoint, bootstrap_room,
  prefill_rid, decode_rid, line_id, ingested_at)`, gw)
@@ -151,6 +176,21 @@ func TestScanPathsAgree(t *testing.T) {
 	if len(blocks.decode) == 0 {
 		t.Fatal("no decode lines")
 	}
+	if len(blocks.pages) != len(pg) {
+		t.Fatalf("%d page events, want %d (duplicates included)", len(blocks.pages), len(pg))
+	}
+	for i := 1; i < len(blocks.pages); i++ {
+		a, b := blocks.pages[i-1], blocks.pages[i]
+		if a.Node > b.Node || a.Node == b.Node && (a.DPRank > b.DPRank || a.DPRank == b.DPRank && a.TS.After(b.TS)) {
+			t.Fatalf("page events %d and %d out of (node, rank, time) order: %+v, %+v", i-1, i, a, b)
+		}
+	}
+	for _, e := range blocks.pages {
+		i := int(e.Line - 2_000_000)
+		if want := pagesOf[i]; !slices.Equal(e.Pages, want) || e.Room != uint64(i/2) || e.TS != at(i) {
+			t.Fatalf("page event of line %d: %+v, want pages %v, room %d", e.Line, e, want, i/2)
+		}
+	}
 	if len(blocks.speed) != n/3 {
 		t.Fatalf("%d speed points, want %d", len(blocks.speed), n/3)
 	}
@@ -178,7 +218,7 @@ func TestScanPathsAgree(t *testing.T) {
 		got := scanAll(t, st, to)
 		for what, pair := range map[string][2]any{
 			"engine": {got.engine, blocks.engine}, "decode": {got.decode, blocks.decode}, "gateway": {got.gateway, blocks.gateway},
-			"speed": {got.speed, blocks.speed},
+			"speed": {got.speed, blocks.speed}, "page": {got.pages, blocks.pages},
 		} {
 			if !reflect.DeepEqual(pair[0], pair[1]) {
 				t.Errorf("%s: %s events differ from the block path's", name, what)
