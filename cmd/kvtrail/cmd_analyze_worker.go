@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/kvtrail/kvtrail/analyze"
@@ -35,6 +36,7 @@ type analyzeWorkerFlags struct {
 // runAnalyzeWorker takes part in a shared analysis job.
 func runAnalyzeWorker(ctx context.Context, w io.Writer, r *analyze.Runner, s analysisStore, win analyze.Window, names []string, fl analyzeWorkerFlags) error {
 	co := &workclaim.Coordinator{Store: s, Worker: fl.worker, Lease: fl.lease, Settle: fl.settle}
+	defer warnWithdrawn(r.Log, co, fl.settle)
 	lease := fl.lease
 	if lease <= 0 {
 		lease = workclaim.DefaultLease
@@ -63,4 +65,24 @@ type analysisStore interface {
 	analyze.Store
 	analyze.JobStore
 	workclaim.Store
+}
+
+// warnWithdrawn tells the user of a worker whose claims were withdrawn
+// because ClickHouse acknowledged their insert later than half the
+// settle window (internal/workclaim). Each was left for a later pass, so
+// a worker whose inserts are that slow all the time mostly waits between
+// passes: on a loaded test machine two ingest workers took 49 s where one
+// process took 2, with every source done in a later attempt. The flag is
+// hidden, so this is where a user learns of it.
+func warnWithdrawn(log *slog.Logger, co *workclaim.Coordinator, settle time.Duration) {
+	n, slowest := co.Withdrawn()
+	if n == 0 {
+		return
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("claims withdrawn: ClickHouse acknowledged their inserts later than half the settle window, and each was retried in a later pass; "+
+		"if this recurs, give --claim-settle more than twice the slowest acknowledgement",
+		"withdrawn", n, "slowest_ack", slowest.Round(time.Millisecond).String(), "claim_settle", settle.String())
 }

@@ -207,6 +207,7 @@ func runIngest(cmd *cobra.Command, a *app, fl ingestFlags, sources []ingest.Sour
 	var share *correlationShare
 	if fl.worker != "" {
 		co := &workclaim.Coordinator{Store: s, Worker: fl.worker, Lease: fl.lease, Settle: fl.settle}
+		defer warnWithdrawn(a.log, co, fl.settle)
 		opts.Claims = workerClaims{co}
 		share = &correlationShare{co: co, job: ingest.ClaimJob(sources)}
 		a.log.Info("ingest worker", "worker", fl.worker, "job", share.job, "lease", fl.lease.String())

@@ -154,6 +154,21 @@ func TestIngestWorkersEqualSingleProcess(t *testing.T) {
 			// A later attempt is a takeover after a lease, or a claim
 			// withdrawn because its insert was acknowledged too late.
 			t.Logf("sources done per worker: %v; %d done in a later attempt", per, later)
+			// A source's released row in a run without errors is a claim
+			// withdrawn for a late acknowledgement, and a worker that
+			// withdrew one says so when it ends (a killed one cannot).
+			var releasedBy []string
+			if err := s.QueryRow(ctx, `SELECT groupUniqArray(worker) FROM work_claims
+ WHERE state = 'released' AND unit NOT LIKE 'correlate/%'`).Scan(&releasedBy); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range releasedBy {
+				out := map[string]*strings.Builder{"a": outA, "b": outB}[w]
+				if (w == "b" || !tt.kill) && !strings.Contains(out.String(), "claims withdrawn") {
+					t.Errorf("worker %s withdrew a claim and did not warn of it:\n%s", w, out)
+				}
+			}
+			t.Logf("workers that withdrew a claim: %v", releasedBy)
 			// The span is linked into request_facts by one worker only.
 			var linked uint64
 			if err := s.QueryRow(ctx, "SELECT count() FROM work_claims WHERE state = 'done' AND unit LIKE 'correlate/%'").Scan(&linked); err != nil {

@@ -86,6 +86,28 @@ type Coordinator struct {
 
 	mu   sync.Mutex
 	busy map[string]bool // job\x00unit being claimed or held by this process
+	// withdrawn counts the claims withdrawn for a late acknowledgement,
+	// slowest the latest of those acknowledgements (Withdrawn).
+	withdrawn, slowest int64
+}
+
+// Withdrawn reports how many claims this Coordinator withdrew because
+// ClickHouse acknowledged their insert later than half the settle window,
+// and the slowest of those acknowledgements. Each such unit is left for a
+// later pass, so a worker whose inserts are that slow all the time moves
+// from pass to pass instead of working: the settle window is then too
+// short for the servers, which the caller tells its user.
+func (c *Coordinator) Withdrawn() (n int, slowest time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.withdrawn), time.Duration(c.slowest)
+}
+
+func (c *Coordinator) noteWithdrawn(ack time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.withdrawn++
+	c.slowest = max(c.slowest, int64(ack))
 }
 
 func (c *Coordinator) lease() time.Duration {
@@ -181,10 +203,11 @@ func (c *Coordinator) claim(ctx context.Context, job, unit string) (*Held, error
 	if err := c.Store.InsertClaim(ctx, row); err != nil {
 		return nil, fmt.Errorf("claim %s: %w", unit, err)
 	}
-	if time.Since(start) > c.settle()/2 {
+	if ack := time.Since(start); ack > c.settle()/2 {
 		// Acknowledged too late for the settle window to cover a rival's
 		// re-read: withdraw (a released row lets the next attempt start
 		// at once should this row win) and let a later pass retry.
+		c.noteWithdrawn(ack)
 		rel := row
 		rel.State, rel.At, rel.LeaseUntil = domain.ClaimReleased, c.now(), time.Time{}
 		if err := c.Store.InsertClaim(ctx, rel); err != nil {

@@ -270,3 +270,55 @@ func TestRemaining(t *testing.T) {
 		t.Fatalf("Remaining = %v, want [b c] (b held, c never claimed)", got)
 	}
 }
+
+// slowInserts is a store whose claim inserts are acknowledged late.
+type slowInserts struct {
+	workclaim.Store
+	delay time.Duration
+}
+
+func (s *slowInserts) InsertClaim(ctx context.Context, c domain.Claim) error {
+	time.Sleep(s.delay)
+	return s.Store.InsertClaim(ctx, c)
+}
+
+// A claim whose insert is acknowledged later than half the settle window
+// is withdrawn (a released row, so the next attempt need not wait out a
+// lease), and the Coordinator counts it with the slowest acknowledgement,
+// which is what tells a user the window is too short for the servers.
+func TestLateAcknowledgementWithdraws(t *testing.T) {
+	ctx := context.Background()
+	slow := &slowInserts{Store: testdb.New(t), delay: 150 * time.Millisecond}
+	c := &workclaim.Coordinator{Store: slow, Worker: "w", Lease: time.Hour, Settle: 200 * time.Millisecond}
+	if n, _ := c.Withdrawn(); n != 0 {
+		t.Fatalf("%d withdrawn before any claim", n)
+	}
+	for i := 1; i <= 2; i++ {
+		if h, err := c.Claim(ctx, "job", "u"); err != nil || h != nil {
+			t.Fatalf("claim %d acknowledged after %s of a 200ms window: %v, %v (want withdrawn)", i, slow.delay, h, err)
+		}
+		if n, slowest := c.Withdrawn(); n != i || slowest < slow.delay {
+			t.Fatalf("after %d late claims: Withdrawn = %d, %s", i, n, slowest)
+		}
+	}
+	rows, err := slow.JobClaims(ctx, "job", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, r := range rows {
+		states = append(states, fmt.Sprintf("%d/%s", r.Attempt, r.State))
+	}
+	sort.Strings(states)
+	if want := "[1/claimed 1/released 2/claimed 2/released]"; fmt.Sprint(states) != want {
+		t.Fatalf("claim rows %v, want %s", states, want)
+	}
+	slow.delay = 0
+	h, err := c.Claim(ctx, "job", "u")
+	if err != nil || h == nil || h.Attempt != 3 {
+		t.Fatalf("claim with prompt inserts: %+v, %v; want attempt 3 won", h, err)
+	}
+	if n, _ := c.Withdrawn(); n != 2 {
+		t.Fatalf("a claim won counted as withdrawn: %d", n)
+	}
+}
