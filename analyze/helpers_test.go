@@ -41,6 +41,9 @@ func simulated(t *testing.T, cfg simulate.Config) (string, *simulate.Truth) {
 	if cfg.Retractions > 0 {
 		key += fmt.Sprintf("/retract%g", cfg.Retractions)
 	}
+	if cfg.PageSize > 0 {
+		key += fmt.Sprintf("/ps%d", cfg.PageSize)
+	}
 	simMu.Lock()
 	c := sims[key]
 	if c == nil {
