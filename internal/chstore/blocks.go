@@ -47,14 +47,7 @@ func newBlockReader(o Options, db string, comp *clickhouse.Compression, settings
 	if o.RowReads || len(o.Addrs) == 0 {
 		return nil
 	}
-	var base []chblock.Setting
-	for name, v := range settings {
-		if n, ok := v.(int); ok && n >= 0 {
-			base = append(base, chblock.Setting{Name: name, Value: uint64(n)})
-		}
-	}
-	slices.SortFunc(base, func(a, b chblock.Setting) int { return strings.Compare(a.Name, b.Name) })
-	return &blockReader{base: base, opts: chblock.Options{
+	return &blockReader{base: intSettings(nil, settings), opts: chblock.Options{
 		Addrs:       o.Addrs,
 		Database:    db,
 		User:        o.Username,
@@ -63,6 +56,22 @@ func newBlockReader(o Options, db string, comp *clickhouse.Compression, settings
 		ReadTimeout: o.ReadTimeout,
 		Compress:    comp != nil && comp.Method == clickhouse.CompressionLZ4,
 	}}
+}
+
+// intSettings returns base with the integer settings of add (what the
+// block path can carry) set over it, sorted by name.
+func intSettings(base []chblock.Setting, add clickhouse.Settings) []chblock.Setting {
+	out := slices.Clone(base)
+	for name, v := range add {
+		n, ok := v.(int)
+		if !ok || n < 0 {
+			continue
+		}
+		out = slices.DeleteFunc(out, func(s chblock.Setting) bool { return s.Name == name })
+		out = append(out, chblock.Setting{Name: name, Value: uint64(n)})
+	}
+	slices.SortFunc(out, func(a, b chblock.Setting) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // rowBlock is how many rows the driver path hands over at a time.
@@ -94,7 +103,12 @@ func (s *Store) scanBlocks(ctx context.Context, sql string, args []any, cols pro
 		}
 		return nil
 	}
+	// The settings a caller put in ctx (WithSettings) go with the read,
+	// as they do with the driver's.
 	settings := b.base
+	if add, _ := ctx.Value(settingsKey{}).(clickhouse.Settings); len(add) > 0 {
+		settings = intSettings(b.base, add)
+	}
 	tables := blockTables(lists)
 	err = chblock.QueryTables(ctx, b.opts, bound, settings, tables, cols, cb)
 	for attempt := 1; attempt < readAttempts && blockRetryable(ctx, err, cbErr) && backoff(ctx, attempt); attempt++ {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/kvtrail/kvtrail/domain"
 	"github.com/kvtrail/kvtrail/internal/chstore"
 	"github.com/kvtrail/kvtrail/internal/testdb"
@@ -227,5 +229,34 @@ func TestScanPathsAgree(t *testing.T) {
 	}
 	if chstore.ReadsBlocks(fb) {
 		t.Error("after a failed block read the store still reads blocks")
+	}
+
+	// The page events' sort spilled to the server's disk gives the same
+	// events on both paths, and each read carries the setting (the block
+	// path sends what the caller's context holds, as the driver does).
+	// About 1 MiB, a value of this run's own for the query log.
+	spill := 1<<20 + int(time.Now().UnixNano()%1_000_000)
+	chstore.SpillPageSorts(t, spill)
+	for name, st := range map[string]*chstore.Store{"blocks": s, "rows": rows} {
+		if got := scanAll(t, st, to).pages; !reflect.DeepEqual(got, blocks.pages) {
+			t.Errorf("%s: page events sorted with a spill differ from the block path's", name)
+		}
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: o.Addrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		t.Fatal(err)
+	}
+	var spilled uint64
+	if err := conn.QueryRow(ctx, `SELECT count() FROM system.query_log WHERE type = 2 AND query LIKE '%FROM page_events%'
+ AND Settings.Values[indexOf(Settings.Names, 'max_bytes_before_external_sort')] = ?`, strconv.Itoa(spill)).Scan(&spilled); err != nil {
+		t.Fatal(err)
+	}
+	if spilled < 2 {
+		t.Errorf("%d page-event reads ran with the spill at %d bytes, want both paths'", spilled, spill)
 	}
 }

@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/kvtrail/kvtrail/domain"
@@ -88,4 +89,12 @@ func SetStageSettle(d time.Duration) func() {
 	old := stageSettle
 	stageSettle = d
 	return func() { stageSettle = old }
+}
+
+// SpillPageSorts sets where the server's sort of the page events spills,
+// for the rest of t.
+func SpillPageSorts(t testing.TB, bytes int) {
+	old := pageSortSpill
+	pageSortSpill = bytes
+	t.Cleanup(func() { pageSortSpill = old })
 }
