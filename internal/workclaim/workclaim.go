@@ -87,7 +87,7 @@ type Coordinator struct {
 	mu   sync.Mutex
 	busy map[string]bool // job\x00unit being claimed or held by this process
 	// withdrawn counts the claims withdrawn for a late acknowledgement,
-	// slowest the latest of those acknowledgements (Withdrawn).
+	// slowest the longest of those acknowledgements (Withdrawn).
 	withdrawn, slowest int64
 }
 
