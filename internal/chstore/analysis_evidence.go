@@ -530,7 +530,10 @@ func (c *pageCols) results() proto.Results {
 // in order, so it sorts the window's page events whole: on a 10k-request
 // incident 48,799 rows of 71 MiB took 237–308 MiB of the server's memory,
 // and a window a thousand times that size would exceed any server's
-// max_memory_usage. Spilled, the server's memory for it stays about here.
+// max_memory_usage. Past this many bytes the server sorts in runs written
+// to its tmp_path and merges them (TestScanPathsAgree checks that the
+// setting is sent and the events are unchanged; how much memory a real
+// spill takes was not measured).
 var pageSortSpill = 512 << 20
 
 // ScanPageEvents streams the page events of [from, to] (whole seconds)
