@@ -63,3 +63,53 @@ FROM system.numbers LIMIT %[2]d`, t0, n)); err != nil {
 		})
 	}
 }
+
+// BenchmarkScanPageEvents reads 20,000 page events of 64 pages each both
+// ways in one run: the block path against the driver's rows, whose scan
+// converts each page of an Array(UInt32) by reflection.
+func BenchmarkScanPageEvents(b *testing.B) {
+	const n, pages = 20_000, 64
+	ctx := context.Background()
+	o := testdb.Options(b)
+	s := openStore(b, o)
+	m, err := chstore.NewMigrator(s, migrations.FS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		b.Fatal(err)
+	}
+	t0 := anT0.Unix()
+	if err := s.Exec(ctx, fmt.Sprintf(`INSERT INTO page_events (ts, ts_ns, node, dp_rank, event, rid, bootstrap_room, pages, line_id, ingested_at)
+SELECT toDateTime(%[1]d + intDiv(number, 100)), toUInt64(%[1]d000000000 + number * 10000000),
+ concat('decode-', toString(number %% 4)), toInt16(number %% 2), if(number %% 2 = 0, 'write', 'read'),
+ hex(cityHash64(intDiv(number, 2))), intDiv(number, 2) + 1,
+ arrayMap(x -> toUInt32(number * %[3]d + x), range(%[3]d)), number + 1, now()
+FROM system.numbers LIMIT %[2]d`, t0, n, pages)); err != nil {
+		b.Fatal(err)
+	}
+	to := anT0.Add(n / 100 * 1e9)
+	ro := o
+	ro.RowReads = true
+	for _, c := range []struct {
+		name string
+		s    *chstore.Store
+	}{{"blocks", s}, {"rows", openStore(b, ro)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got := 0
+				if err := c.s.ScanPageEvents(ctx, anT0, to, func(e *domain.PageEvent) error {
+					got += len(e.Pages)
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				if got != n*pages {
+					b.Fatalf("read %d pages, want %d", got, n*pages)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n*pages), "ns/page")
+		})
+	}
+}
