@@ -546,13 +546,22 @@ func (p *lanePool) recycle(l []int32) {
 }
 
 // mergeReleased is merge_and_sort_free: free_pages becomes the sorted union.
+// A request's pages were taken from the sorted free list, so its release
+// comes in ascending runs: the pages of one word are gathered into a mask
+// and set at once (a page at a time, the merge was a sixth of a replay at
+// page size 1).
 func (p *lanePool) mergeReleased() {
 	lo, n := p.lo, 0
-	for _, pg := range p.released {
-		w := int(pg >> 6)
+	rel := p.released
+	for i := 0; i < len(rel); {
+		w := int(rel[i] >> 6)
+		var mask uint64
+		for ; i < len(rel) && int(rel[i]>>6) == w; i++ {
+			mask |= 1 << (uint(rel[i]) & 63)
+		}
 		old := p.bits[w]
-		p.bits[w] = old | 1<<(uint(pg)&63)
-		n += int(^old >> (uint(pg) & 63) & 1) // a page released twice counts once
+		p.bits[w] = old | mask
+		n += bits.OnesCount64(mask &^ old) // a page released twice counts once
 		lo = min(lo, w)
 	}
 	p.lo, p.nbits = lo, p.nbits+n
@@ -614,11 +623,43 @@ func (p *lanePool) takeOne(short bool) (int32, bool) {
 	return 0, false
 }
 
-// write records request ri (its lane index) as the writer of pages.
-func (p *lanePool) write(pages []int32, ri int32, output bool) {
-	for _, pg := range pages {
+// claim hands pages to request ri and records it as the writer of its
+// prompt in the first own of them: holder and write in one pass, where
+// two passes read each page's record twice (at a page size of one token
+// a prompt is thousands of records, most of a replay's memory traffic).
+func (p *lanePool) claim(pages []int32, own int, ri int32) {
+	w := written(ri+1, false)
+	for i, pg := range pages {
 		st := &p.pages[pg]
-		st.prevW, st.w = st.w, written(ri+1, output)
+		st.holder = ri + 1
+		if i < own {
+			st.prevW, st.w = st.w, w
+		}
+	}
+}
+
+// tally adds the last writes of pages to m as addWriter does a page at a
+// time. Neighbouring pages mostly share their last write (a request's
+// pages are taken together), so a run of one write costs one lookup: a
+// victim's prompt at a page size of one token is up to a pool of pages.
+func (p *lanePool) tally(m map[uint64]*SourcePages, pages []int32, self uint64) {
+	var (
+		last uint32
+		s    *SourcePages
+	)
+	for i, pg := range pages {
+		w := p.pages[pg].w
+		if i == 0 || w != last {
+			last = w
+			s = sourcePages(m, p.room(int32(w&^outBit)), p.line(int32(w&^outBit)), self)
+		}
+		switch {
+		case s == nil:
+		case w&outBit != 0:
+			s.Output++
+		default:
+			s.Prompt++
+		}
 	}
 }
 
@@ -765,9 +806,6 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if r.asked {
 			lr.noteHolders(r.room, pg)
 		}
-		for _, q := range pg {
-			p.pages[q].holder = o.ri + 1
-		}
 		p.held[o.ri], p.holds[o.ri] = pg, true
 		lr.running++
 		if writers {
@@ -777,25 +815,22 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 			if r.placeholder {
 				lo = 1
 			}
-			for _, q := range pg[min(lo, len(pg)):] {
-				st := &p.pages[q]
-				addWriter(vr.Likely, p.room(st.writer()), st.out(), p.line(st.writer()), r.room)
-			}
+			p.tally(vr.Likely, pg[min(lo, len(pg)):], r.room)
 			// The next pages in the free list: the victim's under a
 			// slightly later position.
-			for _, q := range p.next(replaySlack, false, 0) {
-				st := &p.pages[q]
-				addWriter(vr.Possible, p.room(st.writer()), st.out(), p.line(st.writer()), r.room)
-			}
+			p.tally(vr.Possible, p.next(replaySlack, false, 0), r.room)
 			res[r.room] = vr
 		}
+		// The request holds its pages and writes its prompt into them
+		// (a placeholder only its first page), in one pass over them.
+		own := len(pg)
 		switch {
 		case !r.ownWrites:
+			own = 0
 		case r.placeholder:
-			p.write(pg[:1], o.ri, false)
-		default:
-			p.write(pg, o.ri, false)
+			own = min(own, 1)
 		}
+		p.claim(pg, own, o.ri)
 		if writers {
 			// Pages handed out just before the victim could have been
 			// its own under a slightly different order.
@@ -875,20 +910,29 @@ func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own []in
 }
 
 func addWriter(m map[uint64]*SourcePages, w uint64, output bool, line uint64, self uint64) {
+	s := sourcePages(m, w, line, self)
+	switch {
+	case s == nil:
+	case output:
+		s.Output++
+	default:
+		s.Prompt++
+	}
+}
+
+// sourcePages is writer w's entry in m with line among its lines, nil
+// when there is no writer or it is the victim itself.
+func sourcePages(m map[uint64]*SourcePages, w uint64, line uint64, self uint64) *SourcePages {
 	if w == 0 || w == self {
-		return
+		return nil
 	}
 	s := m[w]
 	if s == nil {
 		s = &SourcePages{}
 		m[w] = s
 	}
-	if output {
-		s.Output++
-	} else {
-		s.Prompt++
-	}
 	if line != 0 && !slices.Contains(s.Lines, line) {
 		s.Lines = append(s.Lines, line)
 	}
+	return s
 }
