@@ -251,6 +251,14 @@ func TestCorpusCoverage(t *testing.T) {
 			if r.Status == StatusParsed || r.Status == StatusNoise {
 				classified++
 			}
+			// A line that reads on its own must not be lost inside
+			// another record (a traceback ran on over a prefix-less
+			// "Prefill transfer failed …" in sglang #38552).
+			for i, l := range strings.Split(r.raw, "\n")[1:] {
+				if l = strings.TrimSuffix(l, "\r"); l != "" && l[0] != ' ' && l[0] != '\t' && knownMessage([]byte(l)) {
+					t.Errorf("%s:%d: reads on its own but is inside the record of line %d: %.120s", r.File, r.Line+int64(i)+1, r.Line, l)
+				}
+			}
 			if isForensic(r.raw) {
 				forensic++
 				if r.Status == StatusParsed && r.Kind != KindMarker && r.Kind != KindNone {

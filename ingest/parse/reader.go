@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // DefaultMaxRecordBytes caps the bytes kept per record. A server_args line
@@ -48,6 +49,7 @@ type Reader struct {
 	pending  *Record
 	pendTerm []byte // terminator of the pending record's last line
 	inTB     bool   // the pending record is inside a Python traceback
+	tbExc    bool   // ... and has reached the traceback's exception line
 	inArgs   bool   // the pending record is a server_args dump wrapped over lines
 	inJSON   bool   // the pending record is a pretty-printed JSON body
 	err      error
@@ -116,8 +118,14 @@ func (r *Reader) Next() (Record, error) {
 				}
 			}
 			r.pendTerm = term
-			if bytes.HasPrefix(content, tracebackHead) {
-				r.inTB = true
+			switch {
+			case bytes.HasPrefix(content, tracebackHead):
+				r.inTB, r.tbExc = true, false
+			case r.inTB && len(content) > 0 && content[0] != ' ' && content[0] != '\t':
+				// The frames are indented; the first line that is not
+				// is the exception ("RuntimeError: …"), or a chained
+				// exception's heading.
+				r.tbExc = true
 			}
 			if r.inArgs && bytes.HasSuffix(bytes.TrimRight(content, " \r"), []byte(")")) {
 				r.inArgs = false
@@ -134,6 +142,7 @@ func (r *Reader) Next() (Record, error) {
 		trimmed := bytes.TrimRight(content, " \r")
 		// "Scheduler hit an exception: Traceback (most recent call last):"
 		r.inTB = bytes.HasPrefix(content, tracebackHead) || bytes.HasSuffix(trimmed, tracebackHead)
+		r.tbExc = false
 		r.inArgs = bytes.Contains(content, serverArgsHead) && !bytes.HasSuffix(trimmed, []byte(")")) && !trunc
 		r.inJSON = len(trimmed) > 0 && (trimmed[len(trimmed)-1] == '{' || trimmed[len(trimmed)-1] == '[') &&
 			(trimmed[0] == '{' || trimmed[0] == '[')
@@ -199,7 +208,30 @@ func (r *Reader) isContinuation(line []byte) bool {
 	if r.inJSON && len(line) > 0 && (line[0] == '}' || line[0] == ']') {
 		return true
 	}
+	if r.inTB && r.tbExc && knownMessage(line) {
+		// Past the exception, a line kvtrail reads on its own is the next
+		// record, not more of the error: logs copied without their
+		// timestamps (kubectl excerpts, pasted reports) have no prefix to
+		// end the traceback, and "Prefill transfer failed for request …"
+		// right after one was lost inside it.
+		return false
+	}
 	return (r.inTB || r.inArgs) && !hasRecordPrefix(line)
+}
+
+// knownMessage reports whether a line without a record prefix reads as an
+// SGLang or Mooncake message (what Classifier.bare would parse). Only the
+// lines after a traceback's exception are asked, so its cost does not
+// matter.
+func knownMessage(line []byte) bool {
+	if len(line) == 0 || hasRecordPrefix(line) {
+		return false
+	}
+	s := string(line)
+	if (&SGLangParser{}).ParseLine(s).Status == StatusParsed {
+		return true
+	}
+	return glogMessage(strings.TrimSpace(s)).Status == StatusParsed
 }
 
 // hasRecordPrefix reports whether line starts like a record of one of the

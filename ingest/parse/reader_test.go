@@ -153,3 +153,61 @@ disaggregation_mode='prefill')
 	body := c.Parse(recs[2])
 	eq(t, "json body", []any{body.Event, body.RID, body.Engine.StatusCode, body.Engine.FinishType}, []any{"response_body", "r1", uint16(500), "abort"})
 }
+
+// A traceback ends at a line kvtrail reads on its own once the exception
+// has been printed: logs copied without timestamps (sglang #38552, a
+// kubectl excerpt) have no prefix to end it, and the rid-bearing transfer
+// failure after it was read as part of the traceback. Lines that only
+// continue the error (a CUDA message over several lines, a chained
+// exception) stay in it.
+func TestReaderTracebackEndsAtAKnownMessage(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		lines []int
+	}{
+		{"real excerpt without timestamps", `Unexpected transfer worker error for room 1788380104266545413
+Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/disaggregation/nixl/conn.py", line 1153, in transfer_worker
+    state_xfer_handles = self.maybe_send_extra(
+RuntimeError: PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet.
+Prefill transfer failed for request rank=0 req.rid='5b02aee35dae49aba98a333ce89964e6' with exception PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet.
+INFO: 10.60.17.27:54838 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error
+`, []int{5, 1, 1}},
+		{"an exception message over several lines", `[2026-01-16 07:02:59 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl/scheduler.py", line 2712, in run_scheduler_process
+RuntimeError: CUDA error: an illegal memory access was encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+[2026-01-16 07:03:00] next
+`, []int{5, 1}},
+		{"a chained exception", `Traceback (most recent call last):
+  File "/sgl/x.py", line 1, in f
+KeyError: 7
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/sgl/x.py", line 2, in g
+RuntimeError: again
+Decode transfer failed for request rank=0 decode_req.req.rid='a1' decode_req.req.bootstrap_room=5 with exception KVTransferError(bootstrap_room=5): Aborted by AbortReq.
+`, []int{9, 1}},
+		{"a known message inside the frames stays", `Traceback (most recent call last):
+  File "/sgl/x.py", line 1, in f
+Prefill transfer failed for request rank=0 req.rid='r' with exception x
+ValueError: y
+`, []int{4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			recs := readAll(t, in, ReaderOptions{})
+			checkTiling(t, in, recs)
+			lines := make([]int, len(recs))
+			for i, r := range recs {
+				lines[i] = r.Lines
+			}
+			eq(t, "record lines", lines, tc.lines)
+		})
+	}
+}
