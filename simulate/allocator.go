@@ -8,7 +8,7 @@ import (
 
 // pagePool is one decode DP rank's paged KV pool, modelled on SGLang's
 // PagedTokenToKVPoolAllocator (python/sglang/srt/mem_cache/allocator.py,
-// mem_cache/allocator/paged.py from 0.5.18 on):
+// mem_cache/allocator/paged.py from v0.5.13 on, c06220159b #26675):
 //
 //   - free_pages is an ordered list; every allocation takes pages from its
 //     head. At boot it holds 1..numPages (page 0 is the padding page).

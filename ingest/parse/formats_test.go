@@ -27,6 +27,12 @@ func TestGlog(t *testing.T) {
 		{"sync_timeout", "", ""},
 		{"transfers_incomplete", "", ""},
 		{"device_inactive", "0", ""},
+		{"reconnect", "mlx5_1", "10.0.0.2:15004"},
+		{"endpoint_retired", "mlx5_1", "10.0.0.2:15004"},
+		{"endpoint_retired", "", "10.0.0.2:15004"}, // TENT: the NIC named is the peer's
+		{"", "", ""},                  // TENT duplicate bootstrap (INFO): no failure
+		{"slice_failed", "", ""},      // Mooncake's first RDMA context: no worker, no peer
+		{"submit_failed", "", "rdma"}, // multi_transport.cpp, before the line was commented out
 	}
 	p = mustNew(t, FormatGlog, ParseOptions{})
 	for i, l := range fixtureLines(t, "glog_drift.log") {

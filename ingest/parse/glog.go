@@ -137,15 +137,29 @@ func (p *glogParser) prefix(line string) (time.Time, bool, string, bool) {
 	return t, inferred, msg, true
 }
 
+// sliceFailure is where the fields of a failed slice start in msg, -1
+// when msg is not one. The worker pool logs "Worker: Process failed for
+// slice (…): status" (some versions lower-case); Mooncake's first RDMA
+// context logged "Process failed for slice (…): status" with no worker
+// and no peer.
+func sliceFailure(msg string) int {
+	for _, h := range [...]string{"Worker: Process failed for slice (", "worker: process failed for slice (", "Process failed for slice ("} {
+		if strings.HasPrefix(msg, h) {
+			return len(h)
+		}
+	}
+	return -1
+}
+
 // glogMessage extracts the Mooncake messages of §g.
 func glogMessage(msg string) Parsed {
 	tv := TransferEvent{Ranks: NoRanks, Source: "mooncake", MetadataIndex: -1} // copied to the heap by transferOut
 	t := &tv
 	switch {
-	case strings.HasPrefix(msg, "Worker: Process failed for slice ("):
+	case sliceFailure(msg) >= 0:
 		// (opcode: 1, …, local_nic: mlx5_7, peer_nic: 115.182.224.13:15004@mlx5_7, …): local protection error
 		t.Event = "slice_failed"
-		body, status, ok := strings.Cut(msg[len("Worker: Process failed for slice ("):], "): ")
+		body, status, ok := strings.Cut(msg[sliceFailure(msg):], "): ")
 		if ok {
 			t.Reason = status
 		} else {
@@ -163,7 +177,9 @@ func glogMessage(msg string) Parsed {
 				t.NIC = dev
 			}
 		}
-		if t.Peer == "" {
+		// Mooncake's first RDMA context printed no peer (§g); a line that
+		// names one that cannot be read is malformed.
+		if t.Peer == "" && strings.Contains(body, "peer_nic") {
 			return transferOut(t, "peer_nic not found")
 		}
 	case strings.HasPrefix(msg, "Too many errors found in local RNIC "):
@@ -198,27 +214,32 @@ func glogMessage(msg string) Parsed {
 // (checked against Mooncake v0.3.0–v0.3.12 and HEAD 3b5a5941; the file
 // each comes from is noted).
 var glogMoreHeads = [...]struct{ head, event string }{
-	{"Transfer failed for task", "task_failed"},                                      // mooncake-store client.cpp / transfer_task.cpp
-	{"Transfer incomplete, retrying", "transfer_retry"},                              // mooncake-store client.cpp ≤ v0.3.2 (WARNING)
-	{"Failed to submit all transfers, error code is ", "submit_failed"},              // mooncake-store transfer_task.cpp
-	{"Failed to submit transfer task to ", "submit_failed"},                          // transfer_engine multi_transport.cpp
-	{"TcpTransport: ASIO exception: ", "tcp_exception"},                              // tcp_transport.cpp
-	{"TcpTransport::startTransfer encountered an ASIO exception", "tcp_exception"},   // tcp_transport.cpp (as logged in Mooncake #682, #1067)
-	{"Session::writeBody failed", "tcp_write_failed"},                                // tcp_transport.cpp
-	{"ServerSession::writeBody failed", "tcp_write_failed"},                          // tcp_transport.cpp
-	{"Failed to allocate slices for ", "alloc_failed"},                               // mooncake-store client.cpp (put operation / key)
-	{"Failed to allocate buffer for put_batch operation", "alloc_failed"},            // mooncake-store
-	{"Failed to mount segment", "mount_failed"},                                      // mooncake-store client / real_client.cpp
-	{"Transfer failed for key: ", "store_transfer_failed"},                           // mooncake-store client_service.cpp
-	{"Transfer failed, error code is ", "store_transfer_failed"},                     // mooncake-store client_service.cpp
-	{"Handshake rejected by ", "handshake_rejected"},                                 // transfer_metadata.cpp
-	{"Failed to connect to target: ", "connect_failed"},                              // ascend_direct_transport.cpp
-	{"Failed to connect to segment: ", "connect_failed"},                             // ascend_direct_transport.cpp
-	{"Transfer Engine does not support overlapped memory region", "register_failed"}, // transfer_engine.cpp
-	{"Worker: Received context async event ", "context_async_event"},                 // rdma worker_pool.cpp (WARNING)
-	{"SocketHandShakePlugin: connect()", "handshake_connect_failed"},                 // transfer_metadata_plugin.cpp
-	{"Failed to open segment for endpoint=", "open_segment_failed"},                  // mooncake-store transfer_task.cpp
-	{"Failed to submit transfer operation", "submit_failed"},                         // mooncake-store client.cpp
+	{"Transfer failed for task", "task_failed"},                                           // mooncake-store client.cpp / transfer_task.cpp
+	{"Transfer incomplete, retrying", "transfer_retry"},                                   // mooncake-store client.cpp ≤ v0.3.2 (WARNING)
+	{"Failed to submit all transfers, error code is ", "submit_failed"},                   // mooncake-store transfer_task.cpp
+	{"Failed to submit transfer task to ", "submit_failed"},                               // transfer_engine multi_transport.cpp
+	{"TcpTransport: ASIO exception: ", "tcp_exception"},                                   // tcp_transport.cpp
+	{"TcpTransport::startTransfer encountered an ASIO exception", "tcp_exception"},        // tcp_transport.cpp (as logged in Mooncake #682, #1067)
+	{"Session::writeBody failed", "tcp_write_failed"},                                     // tcp_transport.cpp
+	{"ServerSession::writeBody failed", "tcp_write_failed"},                               // tcp_transport.cpp
+	{"Failed to allocate slices for ", "alloc_failed"},                                    // mooncake-store client.cpp (put operation / key)
+	{"Failed to allocate buffer for put_batch operation", "alloc_failed"},                 // mooncake-store
+	{"Failed to mount segment", "mount_failed"},                                           // mooncake-store client / real_client.cpp
+	{"Transfer failed for key: ", "store_transfer_failed"},                                // mooncake-store client_service.cpp
+	{"Transfer failed, error code is ", "store_transfer_failed"},                          // mooncake-store client_service.cpp
+	{"Handshake rejected by ", "handshake_rejected"},                                      // transfer_metadata.cpp
+	{"Failed to connect to target: ", "connect_failed"},                                   // ascend_direct_transport.cpp
+	{"Failed to connect to segment: ", "connect_failed"},                                  // ascend_direct_transport.cpp
+	{"Transfer Engine does not support overlapped memory region", "register_failed"},      // transfer_engine.cpp
+	{"Worker: Received context async event ", "context_async_event"},                      // rdma worker_pool.cpp (WARNING)
+	{"SocketHandShakePlugin: connect()", "handshake_connect_failed"},                      // transfer_metadata_plugin.cpp
+	{"Failed to open segment for endpoint=", "open_segment_failed"},                       // mooncake-store transfer_task.cpp
+	{"Failed to submit transfer operation", "submit_failed"},                              // mooncake-store client.cpp
+	{"Re-establish connection: ", "reconnect"},                                            // rdma_endpoint.cpp setupConnectionsByPassive (WARNING)
+	{"Retiring endpoint instead of resetting it", "endpoint_retired"},                     // rdma_endpoint.cpp (WARNING)
+	{"Endpoint already established with ", "tent_established"},                            // tent rdma/endpoint.cpp: the event by the line's end, below
+	{"InternalError: Endpoint already connected to different peer", "handshake_rejected"}, // tent rdma_transport.cpp status, before #3188
+	{"InternalError: Endpoint retired for reconnection from peer", "endpoint_retired"},    // tent rdma_transport.cpp status, since #3188
 }
 
 func glogMore(msg string, t *TransferEvent) Parsed {
@@ -242,6 +263,29 @@ func glogMore(msg string, t *TransferEvent) Parsed {
 			if strings.HasPrefix(msg, "Failed to submit transfer task to ") {
 				t.Peer, _ = tokenAfter(msg, h.head, " ")
 			}
+		case "reconnect", "endpoint_retired":
+			// … EndPoint: local {server}@{nic}, peer {server}@{nic}[ (state)]
+			if ep := afterKey(msg, "EndPoint: local "); ep != "" {
+				local, peer, _ := strings.Cut(ep, ", peer ")
+				_, t.NIC, _ = strings.Cut(local, "@")
+				peer, _, _ = strings.Cut(peer, " ")
+				t.Peer, _, _ = strings.Cut(peer, "@")
+			}
+		case "tent_established":
+			// TENT: "… with {peer nic} of {peer server}, cannot accept new
+			// connection (unidirectional lifecycle)" before Mooncake #3188,
+			// "…, retiring it for the new connection (…)" since; "…
+			// (duplicate bootstrap, reusing connection)" (INFO) is no failure.
+			rest := afterKey(msg, " of ")
+			switch {
+			case strings.Contains(rest, "retiring it for the new connection"):
+				t.Event = "endpoint_retired"
+			case strings.Contains(rest, "cannot accept new connection"):
+				t.Event = "handshake_rejected"
+			default:
+				return unknown("")
+			}
+			t.Peer, _, _ = strings.Cut(rest, ",")
 		}
 		return transferOut(t, "")
 	}

@@ -338,6 +338,14 @@ var sglangNoiseMessages = []string{
 	"Tokenizer", "Config", "NCCL version", "sglang version", "SGLang version", "Capture ", "Sleep", "Warmup",
 	"Mooncake store setup", "Mooncake store warmup", "Connect to Mooncake store", "MOE_RUNNER_BACKEND",
 	"sglang is using nccl", "Found local HF snapshot", "Pyspy dump for PID", "WARNING:  Invalid HTTP request",
+	// v0.5.16+ PD warmup (http_server.py, #30748); its failure is read (warmup_failed).
+	"Start of pd disaggregation warmup", "Disaggregation warmup requests completed", "End of disaggregation warmup",
+	// KV budget set aside before the pool is sized (v0.5.19 era); the pool
+	// line after it carries the size kvtrail reads.
+	"Reserving ",
+	// The tokenizer's flood for a request it dropped that the scheduler
+	// still decodes (a "zombie" after a client disconnect, sglang #36333).
+	"Received output for rid=",
 }
 
 // sglangNoise reports whether an SGLang line's message is known noise.

@@ -38,6 +38,15 @@ func parseRejection(msg string, ranks Ranks) (Parsed, bool) {
 		k := "decode preallocation: "
 		e.InputLen, ok1 = uintAfter(msg, k)
 		e.LimitTokens, ok2 = uintAfter(msg, k+numRun(afterKey(msg, k))+" > ")
+	case strings.Contains(msg, "SWA eviction insufficient: needed="):
+		// decode.py _reclaim_swa_tail_capacity (since #27770): the decode
+		// side cannot free enough sliding-window KV for the request and
+		// aborts it (503). "SWA eviction insufficient: needed=N, available=M, req=RID"
+		e.Event = "capacity_exceeded"
+		e.InputLen, ok1 = uintAfter(msg, "needed=")
+		e.LimitTokens, ok2 = uintAfter(msg, "available=")
+		e.RID, _ = tokenAfter(msg, ", req=", " ,")
+		e.StatusCode = 503
 	case strings.Contains(msg, "After expanding "):
 		// §c1 other callers: After expanding len(…)=X => N >= M.
 		e.Event = "expand_exceeded"
@@ -46,7 +55,9 @@ func parseRejection(msg string, ranks Ranks) (Parsed, bool) {
 	default:
 		return Parsed{}, false
 	}
-	e.StatusCode = 400
+	if e.StatusCode == 0 {
+		e.StatusCode = 400
+	}
 	if rid, ok := pyValueAfter(msg, "self.rid="); ok {
 		e.RID = rid
 	}
@@ -186,12 +197,54 @@ func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
 		addr, _ := tokenAfter(msg, "Attempting to reconnect to ", " ")
 		t.Peer = strings.TrimRight(addr, ".")
 		t.Reason = "Attempting to reconnect to " + afterKey(msg, "Attempting to reconnect to ")
-	case strings.Contains(msg, "disaggregation mode warm Up Failed"):
-		// http_server.py v0.5.0–v0.5.12: Prefill disaggregation mode warm Up Failed, status code: {}
+	case strings.Contains(msg, "disaggregation mode warm Up Failed"), strings.Contains(msg, "Disaggregation warmup failed (mode="):
+		// http_server.py v0.5.0–v0.5.15: Prefill disaggregation mode warm Up Failed, status code: {}
+		// v0.5.16 on (#30748, INFO): Disaggregation warmup failed (mode=%s), status codes: %s
 		t.Event = "warmup_failed"
 		t.Reason = msg
-		if i := strings.Index(msg, "Prefill disaggregation"); i >= 0 {
-			t.Reason = msg[i:]
+		for _, k := range [...]string{"Prefill disaggregation", "Disaggregation warmup failed"} {
+			if i := strings.Index(msg, k); i >= 0 {
+				t.Reason = msg[i:]
+				break
+			}
+		}
+	case strings.Contains(msg, "Unexpected transfer worker error for room "),
+		strings.Contains(msg, "NIXL transport error for room "), strings.Contains(msg, "Transfer failed for room "):
+		// nixl/conn.py transfer_worker, the prefill side's sender: a
+		// logger.exception (its traceback follows) or, for transport
+		// errors, a warning with the error. The room is all that names
+		// the request; "Prefill transfer failed for request" with the rid
+		// comes later from the scheduler, if at all.
+		t.Event = "prefill_transfer_failed"
+		k := "for room "
+		t.BootstrapRoom, _ = uintAfter(msg, k)
+		t.Reason = strings.TrimSpace(afterKey(afterKey(msg, k), ": "))
+		if t.Reason == "" {
+			t.Reason = "unexpected transfer worker error"
+		}
+		if t.BootstrapRoom == 0 {
+			bad = "room not found"
+		}
+	case strings.Contains(msg, "Deferred KV release for room "), strings.Contains(msg, "Deferred KV release failed for room "):
+		// decode.py resolve_deferred_releases (since #35049, with
+		// SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE on): an aborted
+		// request's pages, held until every prefill rank acked the drain
+		// of its transfer, are released without that ack ("… timed out
+		// after 30.0s without a full drain ack from prefill; releasing
+		// anyway.", WARNING) or the release raised ("… failed for room N",
+		// with a traceback). Not a transfer failure of the request, which
+		// failed before; the first is the moment its pages went back to
+		// the free list unconfirmed.
+		k := "Deferred KV release for room "
+		t.BootstrapRoom, _ = uintAfter(msg, k)
+		t.Event = "deferred_release_timeout"
+		if strings.Contains(msg, "Deferred KV release failed for room ") {
+			t.Event = "deferred_release_error"
+			t.BootstrapRoom, _ = uintAfter(msg, "Deferred KV release failed for room ")
+		}
+		t.Reason = "Deferred KV release " + afterKey(msg, "Deferred KV release ")
+		if t.BootstrapRoom == 0 {
+			bad = "room not found"
 		}
 	case strings.Contains(msg, "Prefill transfer kvcache error"):
 		t.Event = "transfer_error"

@@ -17,7 +17,7 @@ func TestFixturesNeverMalformed(t *testing.T) {
 		{"sglang_real.log", FormatSGLang, 0},
 		{"sglang_drift.log", FormatSGLang, 0},
 		{"glog_real.log", FormatGlog, 0},
-		{"glog_drift.log", FormatGlog, 1},
+		{"glog_drift.log", FormatGlog, 2}, // the listening line; TENT's duplicate bootstrap (INFO, noise to the classifier)
 		{"modelgateway_real.log", FormatModelGateway, 1},
 		{"modelgateway_drift.log", FormatModelGateway, 0},
 		{"prometheus_real.om", FormatPrometheus, 0},
@@ -266,6 +266,7 @@ func TestSGLangEngineEvents(t *testing.T) {
 		{"truncated", "sglang_drift.log", "Truncated.", EngineEvent{Event: "truncated", InputLen: 300000, LimitTokens: 284922, StatusCode: 400}},
 		{"tokenizer", "sglang_drift.log", "The input (170000", EngineEvent{Event: "context_exceeded", InputLen: 170000, LimitTokens: 163840, StatusCode: 400}},
 		{"capacity", "sglang_drift.log", "Request dd17", EngineEvent{Event: "capacity_exceeded", RID: "dd17", InputLen: 300000, LimitTokens: 284928, StatusCode: 400}},
+		{"swa eviction", "sglang_drift.log", "SWA eviction insufficient", EngineEvent{Event: "capacity_exceeded", RID: "dd17", InputLen: 4096, LimitTokens: 1024, StatusCode: 503}},
 		{"expand", "sglang_drift.log", "After expanding", EngineEvent{Event: "expand_exceeded", RID: "dd18", InputLen: 290000, LimitTokens: 284922, StatusCode: 400}},
 		{"receive text", "sglang_drift.log", "Receive: obj=", EngineEvent{Event: "received", RID: "ee19", BootstrapHost: "10.0.0.1", BootstrapPort: 8998, BootstrapRoom: 9223372036854775806}},
 		{"finish text", "sglang_drift.log", "Finish: obj=", EngineEvent{Event: "finished", RID: "ee19", BootstrapHost: "10.0.0.1", BootstrapPort: 8998, BootstrapRoom: 9223372036854775806,
@@ -319,6 +320,16 @@ func TestSGLangTransfer(t *testing.T) {
 			Reason: "Prefill server with bootstrap_addr: 10.0.0.1:8998 is healthy before, but now it is down. Request (bootstrap_room: 47) has been marked as failed."}},
 		{"indices", "sglang_drift.log", "chunked_dst_kv_indice", TransferEvent{Event: "kv_indices_mismatch", MetadataIndex: -1,
 			Reason: "len(chunked_dst_kv_indice) = 10, len(kv_chunk.prefill_kv_indices) = 12"}},
+		{"nixl transport", "sglang_drift.log", "NIXL transport error for room", TransferEvent{Event: "prefill_transfer_failed", BootstrapRoom: 48,
+			Reason: "NIXL_ERR_REMOTE_DISCONNECT", MetadataIndex: -1}},
+		{"nixl worker", "sglang_drift.log", "Unexpected transfer worker error", TransferEvent{Event: "prefill_transfer_failed", BootstrapRoom: 49,
+			Reason: "unexpected transfer worker error", MetadataIndex: -1}},
+		{"deferred timeout", "sglang_drift.log", "Deferred KV release for room 50", TransferEvent{Event: "deferred_release_timeout", BootstrapRoom: 50,
+			Reason: "Deferred KV release for room 50 timed out after 30.0s without a full drain ack from prefill; releasing anyway.", MetadataIndex: -1}},
+		{"deferred error", "sglang_drift.log", "Deferred KV release failed", TransferEvent{Event: "deferred_release_error", BootstrapRoom: 51,
+			Reason: "Deferred KV release failed for room 51", MetadataIndex: -1}},
+		{"warmup v0.5.16", "sglang_drift.log", "Disaggregation warmup failed", TransferEvent{Event: "warmup_failed",
+			Reason: "Disaggregation warmup failed (mode=prefill), status codes: [503]", MetadataIndex: -1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := parseOne(t, FormatSGLang, ParseOptions{}, fixtureLine(t, c.file, c.substr))
