@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kvtrail/kvtrail/domain"
 )
 
 // AbortReuse finds decode-side aborts and transfer failures that happened
@@ -35,7 +37,7 @@ func init() {
 }
 
 // Version implements Analyzer.
-func (*AbortReuse) Version() string { return "4" }
+func (*AbortReuse) Version() string { return "5" }
 
 // Params implements Analyzer.
 func (a *AbortReuse) Params() any { return a }
@@ -61,6 +63,17 @@ type abortCase struct {
 	src   abortSrc
 	rank  int16
 	cands []abortCand
+	// released is when the aborted room's pages went back to the free
+	// list after a deferred release timed out (Unix nanoseconds, 0: no
+	// such line) and releasedLine that line: with
+	// SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE on, decode holds an
+	// aborted request's pages until every prefill rank acks the drain of
+	// its transfer, and after 30 s releases them anyway (decode.py
+	// resolve_deferred_releases, sglang #35049). Then the mitigation did
+	// not hold: a write still in flight lands in pages handed out after
+	// that moment.
+	released     int64
+	releasedLine uint64
 }
 
 // abortSrc is the aborted request.
@@ -171,6 +184,19 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 	for _, l := range lanes {
 		sort.SliceStable(l, func(i, j int) bool { return l[i].Decode.TS().Before(l[j].Decode.TS()) })
 	}
+	// Deferred releases that timed out, by decode node and room: the
+	// first after the abort is the one that gave its pages back.
+	type nodeRoom struct {
+		node string
+		room uint64
+	}
+	timedOut := map[nodeRoom][]*TransferEvent{}
+	for _, t := range d.Transfer {
+		if t.Event == domain.EventDeferredReleaseTimeout && t.Room != 0 {
+			k := nodeRoom{t.Node, t.Room}
+			timedOut[k] = append(timedOut[k], t)
+		}
+	}
 	for _, t := range d.Transfer {
 		if t.Role != "decode" || !t.Failure() || t.Room == 0 || !d.owns(t.TS) {
 			continue
@@ -183,14 +209,27 @@ func (p *abortPass) slice(_ context.Context, d *Dataset) ([]Finding, error) {
 		if rank < 0 && src.Decode != nil {
 			rank = src.Decode.DPRank
 		}
+		var rel *TransferEvent
+		for _, r := range timedOut[nodeRoom{t.Node, t.Room}] {
+			if !r.TS.Before(t.TS.Add(-secondSlack)) && (rel == nil || r.TS.Before(rel.TS)) {
+				rel = r
+			}
+		}
+		freed := t.TS // when the pages went back to the free list
+		if rel != nil {
+			freed = rel.TS
+		}
 		l := lanes[fmt.Sprintf("%s/%d", t.Node, rank)]
 		from := t.TS.Add(-p.a.Window)
 		first := sort.Search(len(l), func(i int) bool { return !l[i].Decode.TS().Before(from) })
 		last := first
-		for last < len(l) && !l[last].Decode.TS().After(t.TS.Add(p.a.Window)) {
+		for last < len(l) && !l[last].Decode.TS().After(freed.Add(p.a.Window)) {
 			last++
 		}
 		c := newAbortCase(t, src, rank, l[first:last])
+		if rel != nil {
+			c.released, c.releasedLine = unixNano(rel.TS), rel.Line
+		}
 		if err := p.cases.add(&c); err != nil {
 			return nil, err
 		}
@@ -226,24 +265,35 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 		order := 0
 		ruled := ruledOut{}
 		exact := pr != nil && pr.Nodes[t.Node]
-		// Requests received before the abort may still have been waiting in
-		// the prealloc queue and taken its pages when they were freed; they
-		// are candidates only when the allocator replay hands them one.
+		released := c.released != 0
 		for _, v := range c.cands {
-			if v.at < t.TS.Add(-secondSlack).UnixNano() {
+			switch {
+			case released:
+				// The pages were held until the release: only requests
+				// allocated after it can have been handed them. The
+				// replay frees an aborted request's pages at its Finish,
+				// not at the release, so it does not judge these.
+				if v.at < c.released-secondSlack.Nanoseconds() {
+					continue
+				}
+			case v.at < t.TS.Add(-secondSlack).UnixNano():
+				// Requests received before the abort may still have been
+				// waiting in the prealloc queue and taken its pages when
+				// they were freed; they are candidates only when the
+				// allocator replay hands them one.
 				if !slices.Contains(held[v.room], t.Room) {
 					continue
 				}
 			}
 			order++
-			if h, ok := held[v.room]; ok && !exact && !slices.Contains(h, t.Room) {
+			if h, ok := held[v.room]; ok && !exact && !released && !slices.Contains(h, t.Room) {
 				// The allocator replay gives this request none of the
 				// aborted room's pages under any order (with need_sort they
 				// waited on release_pages past the late write): counted in
 				// the abort's one summary, not a finding of its own. It
 				// keeps its place in the allocation order, so the
 				// candidates after it are ranked as before.
-				ruled.add(v, a.leadConfidence(order)*replayRuledOut)
+				ruled.add(v, a.leadConfidence(order, false)*replayRuledOut)
 				continue
 			}
 			fd := v.finding()
@@ -265,12 +315,13 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 				fd.Evidence = append(fd.Evidence, r.Lines...)
 				fd.Details["stale_pages_from_aborted_room"] = fmt.Sprint(r.Stale[t.Room])
 			default:
-				fd.Confidence = a.leadConfidence(order)
-				// Only a deployment known to run with deferred release off
-				// makes a candidate worth notifying on (MEDIUM: it enters
-				// the affected list); otherwise it stays a LOW lead.
+				fd.Confidence = a.leadConfidence(order, released)
+				// Only a deployment known to run with deferred release off,
+				// or a release that timed out, makes a candidate worth
+				// notifying on (MEDIUM: it enters the affected list);
+				// otherwise it stays a LOW lead.
 				fd.Severity = Low
-				if v.success && fd.Confidence >= 0.25 && a.DeferredRelease == "off" {
+				if v.success && fd.Confidence >= 0.25 && (a.DeferredRelease == "off" || released) {
 					fd.Severity = Medium
 				}
 			}
@@ -278,11 +329,23 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 				fd.Severity = Medium
 			}
 			fd.Title = fmt.Sprintf("may have received the in-flight KV of aborted room %d", t.Room)
-			fd.Explanation = fmt.Sprintf("%s rank %d aborted bootstrap_room %d (%s, tenant %s) at %s while its transfer was in flight (%s); "+
-				"this request (tenant %s) was allocated on the same rank %s later, allocation #%d after the abort, and finished at %s. "+
-				"With deferred release off its pages may have received the late write.",
-				t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, fd.Tenant,
-				fromUnixNano(v.at).Sub(t.TS).Round(time.Millisecond), order, fmtTime(fromUnixNano(v.end)))
+			if released {
+				rel := fromUnixNano(c.released)
+				fd.Explanation = fmt.Sprintf("%s rank %d aborted bootstrap_room %d (%s, tenant %s) at %s while its transfer was in flight (%s). "+
+					"Deferred KV release held its pages, but timed out at %s and released them without the prefill's drain ack; "+
+					"this request (tenant %s) was allocated on the same rank %s after that release, allocation #%d after it, and finished at %s. "+
+					"Its pages may have received a write still in flight.",
+					t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, fmtTime(rel), fd.Tenant,
+					fromUnixNano(v.at).Sub(rel).Round(time.Millisecond), order, fmtTime(fromUnixNano(v.end)))
+				fd.Evidence = append(fd.Evidence, c.releasedLine)
+				fd.Details["deferred_release_timed_out_at"] = fmtTime(rel)
+			} else {
+				fd.Explanation = fmt.Sprintf("%s rank %d aborted bootstrap_room %d (%s, tenant %s) at %s while its transfer was in flight (%s); "+
+					"this request (tenant %s) was allocated on the same rank %s later, allocation #%d after the abort, and finished at %s. "+
+					"With deferred release off its pages may have received the late write.",
+					t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, fd.Tenant,
+					fromUnixNano(v.at).Sub(t.TS).Round(time.Millisecond), order, fmtTime(fromUnixNano(v.end)))
+			}
 			if exact {
 				fd.Explanation += fmt.Sprintf(" Page events confirm it read %s pages last written by the aborted room.", fd.Details["stale_pages_from_aborted_room"])
 			}
@@ -300,9 +363,10 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 // leadConfidence is the confidence of the order-th allocation after an
 // abort without page events: earlier allocations are likelier to have
 // been handed the freed pages.
-func (a *AbortReuse) leadConfidence(order int) float64 {
+// A release that timed out is no mitigation: its order counts from it.
+func (a *AbortReuse) leadConfidence(order int, released bool) float64 {
 	c := 0.6 / float64(order)
-	if a.DeferredRelease == "on" {
+	if a.DeferredRelease == "on" && !released {
 		c *= 0.2
 	}
 	return c

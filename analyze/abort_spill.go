@@ -63,6 +63,7 @@ func encodeAbortCase(b []byte, c *abortCase) []byte {
 	b = str(str(str(b, c.src.key), c.src.gwID), c.src.tenant)
 	b = u64s(b, c.src.lines)
 	b = i(b, int64(c.rank))
+	b = u(i(b, c.released), c.releasedLine)
 	b = u(b, uint64(len(c.cands)))
 	for k := range c.cands {
 		v := &c.cands[k]
@@ -105,6 +106,7 @@ func decodeAbortCase(b []byte) (abortCase, error) {
 	c.src.key, c.src.gwID, c.src.tenant = r.Str(), r.Str(), r.Str()
 	c.src.lines = u64s()
 	c.rank = int16(r.Varint())
+	c.released, c.releasedLine = r.Varint(), r.Uvarint()
 	// A candidate takes at least 16 bytes: 8 numbers, 6 strings and 2
 	// lists, a byte each when empty.
 	if n := r.Count(16); n > 0 {

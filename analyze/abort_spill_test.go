@@ -22,7 +22,7 @@ func spillCases() []abortCase {
 	odd := abortCand{room: 3, key: "a,b\n\x00c", tenant: "tenant \u00e9\u4e2d", rids: []string{"", "x"}}
 	return []abortCase{
 		{t: full, src: abortSrc{key: "src", gwID: "gw-src", tenant: "globex", lines: []uint64{5, 6}}, rank: 7,
-			cands: []abortCand{cand, bare, odd}},
+			cands: []abortCand{cand, bare, odd}, released: t0.Add(30 * time.Second).UnixNano(), releasedLine: math.MaxUint64 - 1},
 		{t: &TransferEvent{}, src: abortSrc{}, rank: 0},
 		{t: &TransferEvent{Node: "decode-0", Room: 1}, src: abortSrc{key: "only"}, rank: -1, cands: []abortCand{bare}},
 		// Candidates as small as they come: the length check of the list

@@ -23,6 +23,15 @@ const (
 	EventHTTPAccess       = "http_access"       // uvicorn access line, no request id
 )
 
+// Transfer event names (transfer_events.event) the analysis relies on
+// beyond Failure.
+const (
+	// EventDeferredReleaseTimeout: a deferred decode KV release gave an
+	// aborted request's pages back without the prefill's drain ack
+	// (sglang #35049; docs/sglang-log-formats.md §c4).
+	EventDeferredReleaseTimeout = "deferred_release_timeout"
+)
+
 // Page event names (page_events.event).
 const (
 	PageAlloc = "alloc"

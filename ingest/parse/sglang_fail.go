@@ -237,7 +237,7 @@ func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
 		// the free list unconfirmed.
 		k := "Deferred KV release for room "
 		t.BootstrapRoom, _ = uintAfter(msg, k)
-		t.Event = "deferred_release_timeout"
+		t.Event = "deferred_release_timeout" // domain.EventDeferredReleaseTimeout
 		if strings.Contains(msg, "Deferred KV release failed for room ") {
 			t.Event = "deferred_release_error"
 			t.BootstrapRoom, _ = uintAfter(msg, "Deferred KV release failed for room ")
