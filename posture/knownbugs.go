@@ -149,6 +149,11 @@ func evaluate(b Bug, p *BootPosture) Exposure {
 	case "deferred_release":
 		switch p.DeferredRelease.Value {
 		case "on":
+			if n := p.ReleaseTimeouts; n > 0 {
+				// decode.py resolve_deferred_releases: past the timeout
+				// the pages are released without the drain ack.
+				return set(Exposed, fmt.Sprintf("%s; deferred KV release is on, but timed out %d times on this boot and released those pages without the prefill's drain ack", noFix, n))
+			}
 			return set(Mitigated, noFix+"; deferred KV release is on")
 		case "off":
 			return set(Exposed, noFix+"; deferred KV release is off")

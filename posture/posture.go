@@ -36,7 +36,10 @@ type DB interface {
 	VersionLines(ctx context.Context, node string, from, to time.Time) ([]BootLine, error)
 	// ReadCheckFirings are, per node, the first firing and the count of
 	// the decode metadata read check (reference §c4).
-	ReadCheckFirings(ctx context.Context) ([]ReadCheckFiring, error)
+	ReadCheckFirings(ctx context.Context) ([]Firing, error)
+	// ReleaseTimeouts are the deferred KV releases that timed out
+	// (reference §c4), per node and hour: the first and the count.
+	ReleaseTimeouts(ctx context.Context) ([]Firing, error)
 }
 
 // BootRow is one engine boot as node_boots holds it.
@@ -61,8 +64,9 @@ type BootLine struct {
 	Line   string
 }
 
-// ReadCheckFiring is when the metadata read check first fired on a node.
-type ReadCheckFiring struct {
+// Firing is the first of a logged event on a node (the read check per
+// node, the deferred release timeouts per node and hour) and how many.
+type Firing struct {
 	Node      string
 	FirstNS   uint64
 	FirstLine uint64
@@ -108,6 +112,10 @@ type BootPosture struct {
 	// must refuse a request: max_req_input_len when the pool is the
 	// tighter limit, else the context length. 0 when not logged.
 	RejectThreshold uint64 `json:"reject_threshold"`
+	// ReleaseTimeouts counts the deferred KV releases that timed out on
+	// this boot: each gave an aborted request's pages back without the
+	// prefill's drain ack.
+	ReleaseTimeouts uint64 `json:"deferred_release_timeouts"`
 
 	Bugs []Exposure `json:"known_bugs"`
 	// Evidence are the raw line ids the values were read from.
@@ -185,11 +193,16 @@ func Load(ctx context.Context, db DB) (*Fleet, error) {
 		}
 		i = j
 	}
+	timeouts, err := db.ReleaseTimeouts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("posture: deferred release timeouts: %w", err)
+	}
 	for _, p := range boots {
 		if c, ok := checks[p.Node]; ok && !c.at.Before(p.BootTS) && (p.EndTS == nil || c.at.Before(*p.EndTS)) {
 			p.ReadCheck = Fact{Value: "present", Source: fmt.Sprintf("the metadata read check fired on this boot (%d times, first line %d)", c.n, c.line)}
 			p.Evidence = append(p.Evidence, c.line)
 		}
+		applyReleaseTimeouts(p, timeouts)
 		for _, b := range bugs {
 			p.Bugs = append(p.Bugs, evaluate(b, p))
 		}
@@ -403,6 +416,29 @@ func applyBootLines(p *BootPosture, hits []bootLine) {
 		p.DeferredRelease = Fact{Value: "off", Source: fmt.Sprintf("environment dump (line %d) without %s; unset is off", envLine, DeferredReleaseEnv)}
 		p.Evidence = appendOnce(p.Evidence, envLine)
 	}
+}
+
+// applyReleaseTimeouts marks the boots on which a deferred KV release
+// timed out: the line exists only with the switch on, whatever an
+// environment dump said, and each one released pages unconfirmed.
+func applyReleaseTimeouts(p *BootPosture, timeouts []Firing) {
+	var first Firing
+	for _, f := range timeouts {
+		at := time.Unix(0, int64(f.FirstNS)).UTC()
+		if f.Node != p.Node || at.Before(p.BootTS) || (p.EndTS != nil && !at.Before(*p.EndTS)) {
+			continue
+		}
+		if p.ReleaseTimeouts == 0 || f.FirstNS < first.FirstNS {
+			first = f
+		}
+		p.ReleaseTimeouts += f.N
+	}
+	if p.ReleaseTimeouts == 0 {
+		return
+	}
+	p.DeferredRelease = Fact{Value: "on", Source: fmt.Sprintf("deferred KV releases timed out on this boot (%d times, first line %d), which only happens with %s on",
+		p.ReleaseTimeouts, first.FirstLine, DeferredReleaseEnv)}
+	p.Evidence = appendOnce(p.Evidence, first.FirstLine)
 }
 
 type readCheck struct {

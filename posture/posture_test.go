@@ -2,6 +2,7 @@ package posture_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func fleetDB(t *testing.T) *chstore.Store {
 	t.Helper()
 	s := testdb.New(t)
 	var srcs []ingest.Source
-	for node, role := range map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode", "unified-0": "unified"} {
+	for node, role := range map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode", "decode-2": "decode", "unified-0": "unified"} {
 		srcs = append(srcs, ingest.Source{Path: filepath.Join("testdata", node+".log"), Node: node, Role: role, Format: "sglang"})
 	}
 	if _, err := ingest.New(s, ingest.Options{}).Ingest(context.Background(), srcs); err != nil {
@@ -33,11 +34,11 @@ func TestLoadFleetPosture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Boots) != 5 {
+	if len(f.Boots) != 6 {
 		for _, b := range f.Boots {
 			t.Logf("%s %s %s", b.Node, b.BootID, b.BootTS)
 		}
-		t.Fatalf("boots = %d, want 5 (prefill-0 twice, decode-0, decode-1, unified-0)", len(f.Boots))
+		t.Fatalf("boots = %d, want 6 (prefill-0 twice, decode-0, decode-1, decode-2, unified-0)", len(f.Boots))
 	}
 	get := func(node string, i int) *posture.BootPosture {
 		bs := f.Node(node)
@@ -77,6 +78,12 @@ func TestLoadFleetPosture(t *testing.T) {
 		{"decode with nothing but server_args and limits", get("decode-1", 0),
 			map[string]string{"mode": "decode", "version": posture.UnknownValue, "deferred": posture.UnknownValue, "readcheck": posture.UnknownValue},
 			map[string]string{"sglang-24527": posture.Unknown, "sglang-17259": posture.Unknown}},
+		// No environment dump, but deferred releases that timed out (in two
+		// hours): the switch was on, and the pages of those aborts went
+		// back without the drain ack, so the late-write bug is exposed.
+		{"decode whose deferred releases timed out", get("decode-2", 0),
+			map[string]string{"mode": "decode", "deferred": "on", "timeouts": "2"},
+			map[string]string{"sglang-24527": posture.Exposed}},
 		{"unified engine", get("unified-0", 0),
 			map[string]string{"mode": "none", "page": posture.UnknownValue, "below": "no", "version": posture.UnknownValue},
 			map[string]string{"sglang-30233": posture.NotApplicable, "sglang-24527": posture.NotApplicable}},
@@ -87,7 +94,7 @@ func TestLoadFleetPosture(t *testing.T) {
 			got := map[string]string{"mode": p.PDMode.Value, "version": p.Version.Value, "page": p.PageSize.Value,
 				"pool": p.PoolTokens.Value, "ctx": p.ContextLen.Value, "maxreq": p.MaxReqInputLen.Value,
 				"below": p.PoolBelowContext.Value, "deferred": p.DeferredRelease.Value, "readcheck": p.ReadCheck.Value,
-				"backend": p.TransferBackend.Value}
+				"backend": p.TransferBackend.Value, "timeouts": fmt.Sprint(p.ReleaseTimeouts)}
 			for k, want := range c.want {
 				if got[k] != want {
 					t.Errorf("%s = %q, want %q", k, got[k], want)

@@ -47,8 +47,13 @@ func (s *Store) VersionLines(ctx context.Context, node string, from, to time.Tim
 }
 
 // ReadCheckFirings: see PostureStatements.ReadCheckFirings.
-func (s *Store) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
+func (s *Store) ReadCheckFirings(ctx context.Context) ([]posture.Firing, error) {
 	return s.posture().ReadCheckFirings(ctx)
+}
+
+// ReleaseTimeouts: see PostureStatements.ReleaseTimeouts.
+func (s *Store) ReleaseTimeouts(ctx context.Context) ([]posture.Firing, error) {
+	return s.posture().ReleaseTimeouts(ctx)
 }
 
 const postureBootsSQL = `SELECT node, role, boot_ts_ns, boot_id, disaggregation_mode, transfer_backend, page_size,
@@ -187,17 +192,43 @@ GROUP BY node`
 
 // ReadCheckFirings are, per node, the first firing of the read check and
 // how often it fired.
-func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.ReadCheckFiring, error) {
+func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.Firing, error) {
 	rows, err := s.c.Query(ctx, postureReadCheckSQL)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []posture.ReadCheckFiring
+	var out []posture.Firing
 	for rows.Next() {
-		var r posture.ReadCheckFiring
+		var r posture.Firing
 		if err := rows.Scan(&r.Node, &r.FirstNS, &r.FirstLine, &r.N); err != nil {
 			return nil, fmt.Errorf("scan read check: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Deferred KV releases that timed out (reference §c4), per node and hour:
+// an hour a row, so a node that times out on every abort (the common path
+// per sglang #38961) still returns a few rows a day.
+const postureReleaseTimeoutsSQL = `SELECT node, min(ts_ns) AS first_ns, min(line_id) AS first_line, count() AS n FROM transfer_events
+WHERE event = 'deferred_release_timeout'
+GROUP BY node, intDiv(ts_ns, 3600000000000)`
+
+// ReleaseTimeouts are the deferred KV releases that timed out, per node
+// and hour.
+func (s PostureStatements) ReleaseTimeouts(ctx context.Context) ([]posture.Firing, error) {
+	rows, err := s.c.Query(ctx, postureReleaseTimeoutsSQL)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []posture.Firing
+	for rows.Next() {
+		var r posture.Firing
+		if err := rows.Scan(&r.Node, &r.FirstNS, &r.FirstLine, &r.N); err != nil {
+			return nil, fmt.Errorf("scan deferred release timeouts: %w", err)
 		}
 		out = append(out, r)
 	}
