@@ -67,6 +67,21 @@ func runAll(t *testing.T, db *chstore.Store, cfg Config, now time.Time) *accurac
 	return a
 }
 
+// runWholeAndSliced analyzes db twice, whole and then in slices of slice
+// requests (each run a minute after the last), and hands each report to
+// check; a sliced run that is not sliced fails the test.
+func runWholeAndSliced(t *testing.T, db *chstore.Store, cfg Config, slice int, check func(slice int, a *accuracy)) {
+	t.Helper()
+	for i, n := range []int{0, slice} {
+		cfg.SliceRequests = n
+		a := runAll(t, db, cfg, testNow.Add(time.Duration(i)*time.Minute))
+		if n > 0 && a.report.Slices < 2 {
+			t.Fatalf("%d slices of %d requests: the sliced run is not sliced", a.report.Slices, n)
+		}
+		check(n, a)
+	}
+}
+
 func truthSets(tr *simulate.Truth) (affected map[string]string, look map[string]string) {
 	affected, look = map[string]string{}, map[string]string{}
 	for _, a := range tr.Affected {

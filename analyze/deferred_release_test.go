@@ -47,18 +47,13 @@ func TestDeferredReleaseTimeoutFromLogs(t *testing.T) {
 	db := ingested(t, dir)
 	// Whole, then in slices of 2,000 requests (a release may fall in the
 	// slice after its abort's).
-	for i, slice := range []int{0, 2000} {
-		cfg := DefaultConfig()
-		cfg.DeferredRelease = "on"
-		cfg.SliceRequests = slice
-		run := runAll(t, db, cfg, testNow.Add(time.Duration(i)*time.Minute))
-		if slice > 0 && run.report.Slices < 2 {
-			t.Fatalf("%d slices of %d requests: the sliced run is not sliced", run.report.Slices, slice)
-		}
+	cfg := DefaultConfig()
+	cfg.DeferredRelease = "on"
+	runWholeAndSliced(t, db, cfg, 2000, func(slice int, run *accuracy) {
 		t.Run(fmt.Sprintf("slices of %d", slice), func(t *testing.T) {
 			checkDeferredRelease(t, db, run, aborts, recv, cfg.AbortReuseWindow, hold)
 		})
-	}
+	})
 	t.Logf("%d aborts, %d with a timed-out release", len(aborts), timedOut)
 }
 

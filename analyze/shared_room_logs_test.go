@@ -47,13 +47,7 @@ func TestSharedRoomFromLogs(t *testing.T) {
 			db := ingested(t, dir)
 			// Whole, then in slices of 2,000 requests (a request's partners
 			// may lie in the slice's context).
-			for i, slice := range []int{0, 2000} {
-				cfg := DefaultConfig()
-				cfg.SliceRequests = slice
-				a := runAll(t, db, cfg, testNow.Add(time.Duration(i)*time.Minute))
-				if slice > 0 && a.report.Slices < 2 {
-					t.Fatalf("%d slices of %d requests: the sliced run is not sliced", a.report.Slices, slice)
-				}
+			runWholeAndSliced(t, db, DefaultConfig(), 2000, func(slice int, a *accuracy) {
 				got := map[string]bool{}
 				for _, x := range a.report.Runs {
 					if x.Run.Analyzer != "shared_room" {
@@ -84,7 +78,7 @@ func TestSharedRoomFromLogs(t *testing.T) {
 				if g := keysOf(a.exposed); !slices.Equal(g, exposed) {
 					t.Errorf("slices of %d: tenants possibly exposed %v, want %v", slice, g, exposed)
 				}
-			}
+			})
 			t.Logf("%d requests served under a shared room at once; received %v, exposed %v", len(want), tenants, exposed)
 		})
 	}

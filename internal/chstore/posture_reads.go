@@ -193,7 +193,12 @@ GROUP BY node`
 // ReadCheckFirings are, per node, the first firing of the read check and
 // how often it fired.
 func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.Firing, error) {
-	rows, err := s.c.Query(ctx, postureReadCheckSQL)
+	return s.firings(ctx, postureReadCheckSQL, "read check")
+}
+
+// firings reads the rows of a statement of (node, first_ns, first_line, n).
+func (s PostureStatements) firings(ctx context.Context, query, what string) ([]posture.Firing, error) {
+	rows, err := s.c.Query(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +207,7 @@ func (s PostureStatements) ReadCheckFirings(ctx context.Context) ([]posture.Firi
 	for rows.Next() {
 		var r posture.Firing
 		if err := rows.Scan(&r.Node, &r.FirstNS, &r.FirstLine, &r.N); err != nil {
-			return nil, fmt.Errorf("scan read check: %w", err)
+			return nil, fmt.Errorf("scan %s: %w", what, err)
 		}
 		out = append(out, r)
 	}
@@ -219,20 +224,7 @@ GROUP BY node, intDiv(ts_ns, 3600000000000)`
 // ReleaseTimeouts are the deferred KV releases that timed out, per node
 // and hour.
 func (s PostureStatements) ReleaseTimeouts(ctx context.Context) ([]posture.Firing, error) {
-	rows, err := s.c.Query(ctx, postureReleaseTimeoutsSQL)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []posture.Firing
-	for rows.Next() {
-		var r posture.Firing
-		if err := rows.Scan(&r.Node, &r.FirstNS, &r.FirstLine, &r.N); err != nil {
-			return nil, fmt.Errorf("scan deferred release timeouts: %w", err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return s.firings(ctx, postureReleaseTimeoutsSQL, "deferred release timeouts")
 }
 
 // versionSources are the sources of the lines VersionLines reads.
