@@ -266,34 +266,30 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 		ruled := ruledOut{}
 		exact := pr != nil && pr.Nodes[t.Node]
 		released := c.released != 0
+		freed := t.TS.UnixNano() // when the pages went back to the free list
+		if released {
+			freed = c.released
+		}
 		for _, v := range c.cands {
-			switch {
-			case released:
-				// The pages were held until the release: only requests
-				// allocated after it can have been handed them. The
-				// replay frees an aborted request's pages at its Finish,
-				// not at the release, so it does not judge these.
-				if v.at < c.released-secondSlack.Nanoseconds() {
-					continue
-				}
-			case v.at < t.TS.Add(-secondSlack).UnixNano():
-				// Requests received before the abort may still have been
-				// waiting in the prealloc queue and taken its pages when
-				// they were freed; they are candidates only when the
-				// allocator replay hands them one.
+			// Requests received before the pages were freed may still have
+			// been waiting in the prealloc queue and taken them then; they
+			// are candidates only when the allocator replay hands them one.
+			// (The replay frees a timed-out deferred release's pages at
+			// the timeout, as decode does.)
+			if v.at < freed-secondSlack.Nanoseconds() {
 				if !slices.Contains(held[v.room], t.Room) {
 					continue
 				}
 			}
 			order++
-			if h, ok := held[v.room]; ok && !exact && !released && !slices.Contains(h, t.Room) {
+			if h, ok := held[v.room]; ok && !exact && !slices.Contains(h, t.Room) {
 				// The allocator replay gives this request none of the
 				// aborted room's pages under any order (with need_sort they
 				// waited on release_pages past the late write): counted in
 				// the abort's one summary, not a finding of its own. It
 				// keeps its place in the allocation order, so the
 				// candidates after it are ranked as before.
-				ruled.add(v, a.leadConfidence(order, false)*replayRuledOut)
+				ruled.add(v, a.leadConfidence(order, released)*replayRuledOut)
 				continue
 			}
 			fd := v.finding()

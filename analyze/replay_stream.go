@@ -116,6 +116,13 @@ func (d *Dataset) replayNode(ctx context.Context, j replayJob, i int, into *line
 	if into != nil {
 		n.sink = &laneSink{set: into, node: i}
 	}
+	// A timed-out deferred release comes after its request's Finish
+	// (30 s by default), so the read reaches past the lines' end.
+	rel, err := d.DB.DecodeReleaseTimeouts(ctx, j.from, j.to.Add(d.Cfg.LinkMargin), node)
+	if err != nil {
+		return replayAnswer{}, fmt.Errorf("replay decode node %s: %w", node, err)
+	}
+	n.released = rel
 	if err := d.DB.ScanDecodeNodeLines(ctx, j.from, j.to, node, n.line); err != nil {
 		return replayAnswer{}, fmt.Errorf("replay decode node %s: %w", node, err)
 	}
@@ -192,6 +199,10 @@ type nodeReplay struct {
 	// is the boot of the latest request admitted.
 	out  replayAnswer
 	boot *Boot
+	// released is when a deferred KV release timed out, per room: decode
+	// held the aborted request's pages until then (decode.py
+	// resolve_deferred_releases, sglang #35049).
+	released map[uint64]time.Time
 }
 
 // rowRef names one row of a typed table: its line and its message in the
@@ -269,6 +280,9 @@ func (n *nodeReplay) admit(r *rreq) *laneStream {
 	ls, ok := n.lanes[id]
 	if !ok {
 		ls = newLaneStream(n.d, id, n.ask)
+		if ls != nil {
+			ls.released = n.released
+		}
 		if ls != nil {
 			ls.sink, ls.d, ls.node = n.sink, n.d, n.node
 		}
@@ -360,10 +374,12 @@ type laneStream struct {
 	// (spillFinal) and at the lane's end, instead of the node's answer;
 	// d and node are what a victim's lineage is made with, noteAt the
 	// lane's note in the sink's set (0: none yet).
-	sink   *laneSink
-	d      *Dataset
-	node   string
-	noteAt int32
+	// released: nodeReplay.released.
+	released map[uint64]time.Time
+	sink     *laneSink
+	d        *Dataset
+	node     string
+	noteAt   int32
 }
 
 // laneSink takes a node's lanes' victims into a lineageSet as they come.
@@ -547,7 +563,7 @@ func (ls *laneStream) emit(ri int32) {
 	}
 	if r.gaveUp {
 		if r.finished {
-			ls.pending = append(ls.pending, op{fin.UnixNano(), r.last, ri, opFree})
+			ls.pending = append(ls.pending, op{ls.freedAt(r, fin).UnixNano(), r.last, ri, opFree})
 		}
 		return
 	}
@@ -567,8 +583,19 @@ func (ls *laneStream) emit(ri int32) {
 		}
 	}
 	if r.finished {
-		ls.pending = append(ls.pending, op{fin.UnixNano(), r.last, ri, opFree})
+		ls.pending = append(ls.pending, op{ls.freedAt(r, fin).UnixNano(), r.last, ri, opFree})
 	}
+}
+
+// freedAt is when a finished request's pages go back to the free list: at
+// its Finish, or, when its deferred release timed out after that, at the
+// timeout. (A release the prefill acked in time is not logged at INFO:
+// those pages are freed at the Finish here, up to the timeout early.)
+func (ls *laneStream) freedAt(r *rreq, fin time.Time) time.Time {
+	if t, ok := ls.released[r.room]; ok && t.After(fin) {
+		return t
+	}
+	return fin
 }
 
 // flush runs the pending operations no later line can precede: those of

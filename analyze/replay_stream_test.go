@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -316,5 +317,55 @@ func TestLanesOfEarlierBootsRetire(t *testing.T) {
 	}
 	if !reflect.DeepEqual(held.lineage, retired.lineage) || !reflect.DeepEqual(held.held, retired.held) {
 		t.Fatal("retiring a restarted boot's lanes changed the node's answer")
+	}
+}
+
+// With deferred KV release on, decode holds an aborted request's pages
+// until the release (decode.py resolve_deferred_releases); when it timed
+// out, the replay frees them at the timeout, not at the request's Finish.
+// On a rank of 8 pages (SGLang 0.5.2, need_sort): A takes pages 1-4 and is
+// aborted at 2 s; B (received at 5 s) and C (at 40 s) need 4 pages each.
+// Freed at the abort, A's pages go to B and C gets 5-8; held until the
+// release at 32 s, B gets 5-8 and C gets A's.
+func TestReplayHoldsPagesUntilATimedOutRelease(t *testing.T) {
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	boot := &domain.Boot{Node: "decode-0", Role: "decode", At: t0.Add(-time.Hour), PageSize: 4, MaxTotalTokens: 32,
+		DPSize: 1, Version: "0.5.2", Mode: "decode"}
+	d := &Dataset{Window: Window{From: t0, To: t0.Add(5 * time.Minute)}, Cfg: DefaultConfig(),
+		Boots: domain.NewBoots([]*domain.Boot{boot})}
+	const a, b, c = 100, 200, 300
+	line := func(event string, room uint64, at time.Duration, finish string) *EngineEvent {
+		return &EngineEvent{Node: "decode-0", Role: "decode", Event: event, RID: fmt.Sprint("r", room), Room: room,
+			TS: t0.Add(at), Prompt: 16, FinishType: finish}
+	}
+	lines := []*EngineEvent{
+		line("received", a, 0, ""), line("finished", a, 2*time.Second, "abort"),
+		line("received", b, 5*time.Second, ""), line("finished", b, 60*time.Second, "stop"),
+		line("received", c, 40*time.Second, ""), line("finished", c, 70*time.Second, "stop"),
+	}
+	for i, e := range lines {
+		e.Line = uint64(i + 1)
+	}
+	holders := func(released map[uint64]time.Time) map[uint64][]uint64 {
+		ask := &replayAsk{writers: map[uint64]bool{}, of: map[uint64]bool{a: true}, holders: rooms{b, c}}
+		n := newNodeReplay(d, "decode-0", map[uint64]bool{}, ask)
+		n.released = released
+		for _, e := range lines {
+			if err := n.line(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n.finish().held
+	}
+	freedAtAbort := holders(nil)
+	if !slices.Contains(freedAtAbort[b], a) || slices.Contains(freedAtAbort[c], a) {
+		t.Fatalf("pages freed at the abort: B should hold A's and C not: %v", freedAtAbort)
+	}
+	held := holders(map[uint64]time.Time{a: t0.Add(32 * time.Second)})
+	if slices.Contains(held[b], a) {
+		t.Errorf("B was handed A's pages while the deferred release held them: %v", held)
+	}
+	if !slices.Contains(held[c], a) {
+		t.Errorf("C, after the release, was not handed A's pages: %v", held)
 	}
 }

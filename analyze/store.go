@@ -29,6 +29,10 @@ type Evidence interface {
 	// order (the allocator replay's input, one stream per node).
 	DecodeNodes(ctx context.Context, from, to time.Time) ([]string, error)
 	ScanDecodeNodeLines(ctx context.Context, from, to time.Time, node string, fn func(*domain.EngineEvent) error) error
+	// DecodeReleaseTimeouts: when a deferred KV release timed out on node in
+	// [from, to], per room (the first): the replay frees an aborted
+	// request's pages then, not at its Finish.
+	DecodeReleaseTimeouts(ctx context.Context, from, to time.Time, node string) (map[uint64]time.Time, error)
 	// PageEventNodes and ScanPageEvents: the nodes that log page events,
 	// and their events ordered by node, DP rank, then time.
 	PageEventNodes(ctx context.Context) ([]string, error)

@@ -425,6 +425,31 @@ func (s *Store) DecodeNodes(ctx context.Context, from, to time.Time) ([]string, 
 	return nodes, nil
 }
 
+// The deferred KV releases that timed out on a decode node (reference
+// §c4), the first of each room: a few rows, whatever the window.
+const anReleaseTimeoutsSQL = `SELECT bootstrap_room, min(ts_ns) FROM transfer_events
+WHERE node = ? AND event = 'deferred_release_timeout' AND bootstrap_room != 0 AND ts >= toDateTime(?) AND ts <= toDateTime(?)
+GROUP BY bootstrap_room`
+
+// DecodeReleaseTimeouts is when a deferred KV release timed out on node in
+// [from, to] (whole seconds), per room.
+func (s *Store) DecodeReleaseTimeouts(ctx context.Context, from, to time.Time, node string) (map[uint64]time.Time, error) {
+	rows, err := s.Query(ctx, anReleaseTimeoutsSQL, node, UnixArg(from), UnixArg(to))
+	if err != nil {
+		return nil, fmt.Errorf("deferred release timeouts of %s: %w", node, err)
+	}
+	defer rows.Close()
+	out := map[uint64]time.Time{}
+	for rows.Next() {
+		var room, ns uint64
+		if err := rows.Scan(&room, &ns); err != nil {
+			return nil, fmt.Errorf("scan deferred release timeout: %w", err)
+		}
+		out[room] = time.Unix(0, int64(ns)).UTC()
+	}
+	return out, rows.Err()
+}
+
 // ScanDecodeNodeLines streams one decode node's Receive and Finish lines
 // of [from, to] (whole seconds) in time order: what the allocator replay
 // walks. Node, Event, RID, Room, TS, Prompt, Completion, FinishType, Line
