@@ -327,12 +327,17 @@ func (p *abortPass) emit(ctx context.Context, d *Dataset, emit func([]Finding) e
 			fd.Title = fmt.Sprintf("may have received the in-flight KV of aborted room %d", t.Room)
 			if released {
 				rel := fromUnixNano(c.released)
+				when := fmt.Sprintf("was received on the same rank %s after that release", fromUnixNano(v.at).Sub(rel).Round(time.Millisecond))
+				if v.at < c.released {
+					when = fmt.Sprintf("was received on the same rank %s before that release and, by the allocator replay, was handed the aborted room's pages at it",
+						rel.Sub(fromUnixNano(v.at)).Round(time.Millisecond))
+				}
 				fd.Explanation = fmt.Sprintf("%s rank %d aborted bootstrap_room %d (%s, tenant %s) at %s while its transfer was in flight (%s). "+
 					"Deferred KV release held its pages, but timed out at %s and released them without the prefill's drain ack; "+
-					"this request (tenant %s) was allocated on the same rank %s after that release, allocation #%d after it, and finished at %s. "+
+					"this request (tenant %s) %s, allocation #%d after it, and finished at %s. "+
 					"Its pages may have received a write still in flight.",
 					t.Node, rank, t.Room, src.key, src.tenant, fmtTime(t.TS), t.Reason, fmtTime(rel), fd.Tenant,
-					fromUnixNano(v.at).Sub(rel).Round(time.Millisecond), order, fmtTime(fromUnixNano(v.end)))
+					when, order, fmtTime(fromUnixNano(v.end)))
 				fd.Evidence = append(fd.Evidence, c.releasedLine)
 				fd.Details["deferred_release_timed_out_at"] = fmtTime(rel)
 			} else {

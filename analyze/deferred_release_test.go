@@ -153,6 +153,9 @@ func checkDeferredRelease(t *testing.T, db *chstore.Store, run *accuracy, aborts
 			if f.Severity == Medium {
 				medium++
 			}
+			if strings.Contains(f.Explanation, " -") {
+				t.Errorf("abort of room %d, candidate %s: a negative time in %q", a.room, f.RequestKey, f.Explanation)
+			}
 			if at, ok := recvAt[f.Room]; ok && at.Before(rel.Add(-secondSlack)) {
 				queued++
 				continue
