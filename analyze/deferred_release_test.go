@@ -36,7 +36,10 @@ func TestDeferredReleaseTimeoutFromLogs(t *testing.T) {
 	const hold = 30 * time.Second
 	dir := simtest.Rewrite(t, src, t.TempDir(), deferredTimeouts(hold))
 	aborts, recv := abortsFromLogs(t, dir)
-	keys := gatewayKeys(t, dir)
+	keys := map[uint64]string{}
+	for _, g := range gatewayRooms(t, dir) {
+		keys[g.Room] = g.ID
+	}
 	var timedOut int
 	for _, a := range aborts {
 		if a.released {
@@ -324,32 +327,6 @@ func abortsFromLogs(t *testing.T, dir string) ([]logAbort, map[laneKey][]logRecv
 		t.Fatal("no abort in the decode logs")
 	}
 	return aborts, recv
-}
-
-// gatewayKeys is each room's gateway request id (the request's key).
-func gatewayKeys(t *testing.T, dir string) map[uint64]string {
-	t.Helper()
-	out := map[uint64]string{}
-	logs, err := filepath.Glob(filepath.Join(dir, "gateway-*.jsonl"))
-	if err != nil || len(logs) == 0 {
-		t.Fatalf("gateway logs of %s: %v", dir, err)
-	}
-	for _, path := range logs {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range bytes.Split(b, []byte("\n")) {
-			var g struct {
-				ID   string `json:"request_id"`
-				Room uint64 `json:"bootstrap_room"`
-			}
-			if json.Unmarshal(l, &g) == nil && g.Room != 0 {
-				out[g.Room] = g.ID
-			}
-		}
-	}
-	return out
 }
 
 // citesRelease reports whether one of the evidence lines is room's release

@@ -84,42 +84,49 @@ func TestSharedRoomFromLogs(t *testing.T) {
 	}
 }
 
-// pairedRooms is an edit that gives each gateway response of src whose
-// previous response (by time, over every gateway log) came within gap,
-// and has not itself been given another's, that response's room, in
-// every log.
-func pairedRooms(t *testing.T, src string, gap time.Duration) func(string, []byte) ([]byte, error) {
+// gatewayRoom is a gateway response of a simulated incident with a room.
+type gatewayRoom struct {
+	TS   time.Time `json:"ts"`
+	ID   string    `json:"request_id"`
+	Room uint64    `json:"bootstrap_room"`
+}
+
+// gatewayRooms reads the responses with a room from dir's gateway logs.
+func gatewayRooms(t *testing.T, dir string) []gatewayRoom {
 	t.Helper()
-	type resp struct {
-		ts   time.Time
-		room uint64
-	}
-	var rs []resp
-	logs, err := filepath.Glob(filepath.Join(src, "gateway-*.jsonl"))
+	logs, err := filepath.Glob(filepath.Join(dir, "gateway-*.jsonl"))
 	if err != nil || len(logs) == 0 {
-		t.Fatalf("gateway logs of %s: %v", src, err)
+		t.Fatalf("gateway logs of %s: %v", dir, err)
 	}
+	var out []gatewayRoom
 	for _, path := range logs {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, l := range bytes.Split(b, []byte("\n")) {
-			var g struct {
-				TS   time.Time `json:"ts"`
-				Room uint64    `json:"bootstrap_room"`
-			}
+			var g gatewayRoom
 			if json.Unmarshal(l, &g) == nil && g.Room != 0 {
-				rs = append(rs, resp{g.TS, g.Room})
+				out = append(out, g)
 			}
 		}
 	}
-	slices.SortFunc(rs, func(a, b resp) int { return a.ts.Compare(b.ts) })
+	return out
+}
+
+// pairedRooms is an edit that gives each gateway response of src whose
+// previous response (by time, over every gateway log) came within gap,
+// and has not itself been given another's, that response's room, in
+// every log.
+func pairedRooms(t *testing.T, src string, gap time.Duration) func(string, []byte) ([]byte, error) {
+	t.Helper()
+	rs := gatewayRooms(t, src)
+	slices.SortFunc(rs, func(a, b gatewayRoom) int { return a.TS.Compare(b.TS) })
 	to := map[string]string{}
 	for i := 1; i < len(rs); i++ {
-		prev := strconv.FormatUint(rs[i-1].room, 10)
-		if _, taken := to[prev]; !taken && rs[i].ts.Sub(rs[i-1].ts) <= gap {
-			to[strconv.FormatUint(rs[i].room, 10)] = prev
+		prev := strconv.FormatUint(rs[i-1].Room, 10)
+		if _, taken := to[prev]; !taken && rs[i].TS.Sub(rs[i-1].TS) <= gap {
+			to[strconv.FormatUint(rs[i].Room, 10)] = prev
 		}
 	}
 	room := regexp.MustCompile(`(bootstrap_room(?:": ?|=))([0-9]+)`)
