@@ -77,6 +77,12 @@ func FuzzReader(f *testing.F) {
 		f.Add(b, uint16(40), false)
 	}
 	f.Add([]byte("a\r\n  b\r\nTraceback (most recent call last):\nx\n\n[2026"), uint16(3), false)
+	// A traceback ended by a line read on its own (sglang #38552).
+	if b, err := os.ReadFile(filepath.Join("testdata", "corpus", "sglang-38552.log")); err == nil {
+		f.Add(b, uint16(0), false)
+	} else {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, max uint16, single bool) {
 		recs := readAll(t, data, ReaderOptions{MaxRecordBytes: int(max), SingleLine: single})
 		checkTiling(t, data, recs)
