@@ -267,6 +267,21 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 					"migration", mg.Name, "statement", i+1)
 				err = m.store.ExecDDL(ctx, stmt)
 			}
+			for try := 0; try < migrateReconnects && retryable(ctx, err); try++ {
+				// The connection, not the server's answer, failed: the
+				// server went down or restarted while it ran the statement
+				// (on 18.16 a host whose DDL worker died is restarted).
+				// Sent again once the server is back; it is idempotent
+				// whether or not it ran.
+				slog.Warn("the connection running a migration statement failed; sending it again",
+					"migration", mg.Name, "statement", i+1, "err", err)
+				select {
+				case <-ctx.Done():
+					return ran, fmt.Errorf("migration %s statement %d: %w", mg.Name, i+1, ctx.Err())
+				case <-time.After(reconnectWait << try):
+				}
+				err = m.store.ExecDDL(ctx, stmt)
+			}
 			if err != nil {
 				if duplicateColumn(stmt, err) {
 					// 18.16 has no ADD COLUMN IF NOT EXISTS: a re-run of
@@ -531,6 +546,16 @@ func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]
 // idempotent, which other ON CLUSTER statements (a findings update) need
 // not be.
 const clusterDDLRetries = 2
+
+// migrateReconnects bounds how often a migration statement is sent again
+// after the connection running it failed, reconnectWait the first wait
+// (doubled each time, 31 s in all): a restarted server answers again
+// within seconds. Reads retry on a new connection at once (retryable);
+// a migration waits, because the server it needs may be the one that is
+// restarting. Only migrations do this: their statements are idempotent.
+const migrateReconnects = 5
+
+var reconnectWait = time.Second
 
 // clusterDDLTimedOut reports whether err ended an ON CLUSTER statement's
 // wait for a host that still runs it.

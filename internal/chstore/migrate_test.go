@@ -84,6 +84,41 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 	}
 }
 
+// A migration statement whose connection fails (the server going down or
+// restarting under it) is sent again once the server answers: the
+// migration completes. On the test cluster a replica whose 18.16 DDL
+// worker died was restarted under a concurrent migrate, which failed with
+// "read: EOF" (2026-12-07).
+func TestMigrateSurvivesAConnectionReset(t *testing.T) {
+	ctx := context.Background()
+	o := testdb.Options(t)
+	proxy := newResetProxy(t, o.Addrs[0])
+	o.Addrs, o.MaxOpenConns = []string{proxy.ln.Addr().String()}, 1
+	s, err := chstore.Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The first migration's first statement creates raw_lines; nothing
+	// the migrator sends before it names the table.
+	proxy.match = []byte("raw_lines")
+	proxy.armed.Store(true)
+	ran, err := newMigrator(t, s, nil).Up(ctx)
+	if err != nil {
+		t.Fatalf("Up across a reset: %v", err)
+	}
+	if got := proxy.resets.Load(); got != 1 {
+		t.Fatalf("proxy reset %d connections, want 1 (the test did not exercise the failure)", got)
+	}
+	if want := len(embedded(t)); len(ran) != want {
+		t.Fatalf("Up applied %d migrations, want %d", len(ran), want)
+	}
+	var n uint64
+	if err := s.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = 'raw_lines'", s.Database()).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("raw_lines after Up: %d (%v)", n, err)
+	}
+}
+
 func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 	ctx := context.Background()
 	opts := testdb.Options(t)

@@ -1,6 +1,7 @@
 package chstore_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -17,11 +18,13 @@ import (
 )
 
 // resetProxy forwards TCP to a real ClickHouse. Once armed, it resets the
-// next connection that sends a request — what a client sees when a server
-// (a cluster replica) goes down in the middle of a query.
+// next connection that sends a request (one containing match, when set
+// before arming) — what a client sees when a server (a cluster replica)
+// goes down in the middle of a query.
 type resetProxy struct {
 	ln     net.Listener
 	target string
+	match  []byte
 	armed  atomic.Bool
 	resets atomic.Int32
 	wg     sync.WaitGroup
@@ -61,7 +64,7 @@ func (p *resetProxy) pipe(c *net.TCPConn) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := c.Read(buf)
-		if n > 0 && p.armed.CompareAndSwap(true, false) {
+		if n > 0 && (p.match == nil || bytes.Contains(buf[:n], p.match)) && p.armed.CompareAndSwap(true, false) {
 			p.resets.Add(1)
 			_ = c.SetLinger(0) // close with RST: "connection reset by peer"
 			return
