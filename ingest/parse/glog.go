@@ -139,11 +139,11 @@ func (p *glogParser) prefix(line string) (time.Time, bool, string, bool) {
 
 // sliceFailure is where the fields of a failed slice start in msg, -1
 // when msg is not one. The worker pool logs "Worker: Process failed for
-// slice (…): status" (some versions lower-case); Mooncake's first RDMA
-// context logged "Process failed for slice (…): status" with no worker
-// and no peer.
+// slice (…): status" (§g); a line without "Worker: " was posted from
+// worker_pool.cpp in Mooncake PR #3584 (2026-08-21, fields elided), and an
+// early RDMA context read in the code index logged that form with no peer.
 func sliceFailure(msg string) int {
-	for _, h := range [...]string{"Worker: Process failed for slice (", "worker: process failed for slice (", "Process failed for slice ("} {
+	for _, h := range [...]string{"Worker: Process failed for slice (", "Process failed for slice ("} {
 		if strings.HasPrefix(msg, h) {
 			return len(h)
 		}

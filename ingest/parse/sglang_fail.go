@@ -208,8 +208,7 @@ func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
 				break
 			}
 		}
-	case strings.Contains(msg, "Unexpected transfer worker error for room "),
-		strings.Contains(msg, "NIXL transport error for room "), strings.Contains(msg, "Transfer failed for room "):
+	case strings.Contains(msg, "Unexpected transfer worker error for room "), strings.Contains(msg, "NIXL transport error for room "):
 		// nixl/conn.py transfer_worker, the prefill side's sender: a
 		// logger.exception (its traceback follows) or, for transport
 		// errors, a warning with the error. The room is all that names
@@ -225,23 +224,22 @@ func parseTransferFailure(msg string, ranks Ranks) (Parsed, bool) {
 		if t.BootstrapRoom == 0 {
 			bad = "room not found"
 		}
-	case strings.Contains(msg, "Deferred KV release for room "), strings.Contains(msg, "Deferred KV release failed for room "):
+	case strings.Contains(msg, "Deferred KV release "):
 		// decode.py resolve_deferred_releases (since #35049, with
 		// SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE on): an aborted
 		// request's pages, held until every prefill rank acked the drain
-		// of its transfer, are released without that ack ("… timed out
-		// after 30.0s without a full drain ack from prefill; releasing
-		// anyway.", WARNING) or the release raised ("… failed for room N",
-		// with a traceback). Not a transfer failure of the request, which
-		// failed before; the first is the moment its pages went back to
-		// the free list unconfirmed.
+		// of its transfer, are released without that ack ("… for room N
+		// timed out after 30.0s without a full drain ack from prefill;
+		// releasing anyway.", WARNING) or the release raised ("… failed
+		// for room N", with a traceback). Not a transfer failure of the
+		// request, which failed before; the first is the moment its pages
+		// went back to the free list unconfirmed.
 		k := "Deferred KV release for room "
-		t.BootstrapRoom, _ = uintAfter(msg, k)
 		t.Event = "deferred_release_timeout" // domain.EventDeferredReleaseTimeout
 		if strings.Contains(msg, "Deferred KV release failed for room ") {
-			t.Event = "deferred_release_error"
-			t.BootstrapRoom, _ = uintAfter(msg, "Deferred KV release failed for room ")
+			k, t.Event = "Deferred KV release failed for room ", "deferred_release_error"
 		}
+		t.BootstrapRoom, _ = uintAfter(msg, k)
 		t.Reason = "Deferred KV release " + afterKey(msg, "Deferred KV release ")
 		if t.BootstrapRoom == 0 {
 			bad = "room not found"
