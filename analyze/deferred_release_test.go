@@ -23,8 +23,9 @@ import (
 // With SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE on, decode holds an
 // aborted request's pages until every prefill rank acks the drain of its
 // transfer, and after 30 s logs "Deferred KV release for room N timed out
-// … releasing anyway." and frees them (decode.py resolve_deferred_releases,
-// sglang #35049). The simulated abort race's decode logs get that line 30 s
+// … releasing anyway." and frees them (decode.py resolve_deferred_releases
+// ~L2405 at upstream d315eb72, sglang #35049; docs/sglang-log-formats.md
+// §c4). The simulated abort race's decode logs get that line 30 s
 // after every other abort. In a deployment known to run with deferred
 // release on, abort_reuse then judges those aborts from the release:
 // exactly the requests this test finds received on the abort's node and
@@ -262,10 +263,12 @@ type logRecv struct {
 }
 
 // abortsFromLogs reads the decode logs: each abort with whether its release
-// timed out, and each request's Receive by node and DP rank (SGLang's
-// decode takes a request on rank bootstrap_room % dp_size when, as here, it
-// follows the room). Times are the logs' plus the node's clock_offset in
-// the manifest, as ingest reads them.
+// timed out, and each request's Receive by node and DP rank. A decode
+// node with load_balance_method='follow_bootstrap_room' takes a request on
+// rank bootstrap_room % dp_size (docs/sglang-log-formats.md §e,
+// common/conn.py); the test requires its server_args to say so. Times are
+// the logs' plus the node's clock_offset in the manifest, as ingest reads
+// them.
 func abortsFromLogs(t *testing.T, dir string) ([]logAbort, map[laneKey][]logRecv) {
 	t.Helper()
 	srcs, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
@@ -286,8 +289,8 @@ func abortsFromLogs(t *testing.T, dir string) ([]logAbort, map[laneKey][]logRecv
 			t.Fatal(err)
 		}
 		m := dpSizeRe.FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s: no dp_size in its server_args", node)
+		if m == nil || !bytes.Contains(b, []byte("load_balance_method='follow_bootstrap_room'")) {
+			t.Fatalf("%s: its server_args do not say dp_size and follow_bootstrap_room", node)
 		}
 		dp, _ := strconv.ParseUint(string(m[1]), 10, 64)
 		released, finished := map[uint64]bool{}, map[uint64]bool{}

@@ -321,8 +321,11 @@ func TestLanesOfEarlierBootsRetire(t *testing.T) {
 }
 
 // With deferred KV release on, decode holds an aborted request's pages
-// until the release (decode.py resolve_deferred_releases); when it timed
-// out, the replay frees them at the timeout, not at the request's Finish.
+// until the release (decode.py resolve_deferred_releases at upstream
+// d315eb72, sglang #35049; §c4); when it timed out, the replay frees them
+// at the timeout, not at the request's Finish. The pages each request gets
+// follow PagedTokenToKVPoolAllocator with need_sort (docs/analyzers.md,
+// "Exposure"; TestReplayAllocatesAsSGLang transcribes it).
 // On a rank of 8 pages (SGLang 0.5.2, need_sort): A takes pages 1-4 and is
 // aborted at 2 s; B (received at 5 s) and C (at 40 s) need 4 pages each.
 // Freed at the abort, A's pages go to B and C gets 5-8; held until the

@@ -91,14 +91,7 @@ func TestMigrateTwiceIsNoop(t *testing.T) {
 // "read: EOF" (2026-12-07).
 func TestMigrateSurvivesAConnectionReset(t *testing.T) {
 	ctx := context.Background()
-	o := testdb.Options(t)
-	proxy := newResetProxy(t, o.Addrs[0])
-	o.Addrs, o.MaxOpenConns = []string{proxy.ln.Addr().String()}, 1
-	s, err := chstore.Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, proxy := storeThroughProxy(t)
 	// The first migration's first statement creates raw_lines; nothing
 	// the migrator sends before it names the table.
 	proxy.match = []byte("raw_lines")

@@ -30,6 +30,22 @@ type resetProxy struct {
 	wg     sync.WaitGroup
 }
 
+// storeThroughProxy opens a store on a fresh test database, through a
+// resetProxy with one connection (so the armed reset hits the statement
+// the test sends next).
+func storeThroughProxy(t *testing.T) (*chstore.Store, *resetProxy) {
+	t.Helper()
+	o := testdb.Options(t)
+	proxy := newResetProxy(t, o.Addrs[0])
+	o.Addrs, o.MaxOpenConns, o.ReadTimeout = []string{proxy.ln.Addr().String()}, 1, 10*time.Second
+	s, err := chstore.Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, proxy
+}
+
 func newResetProxy(t *testing.T, target string) *resetProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,15 +101,7 @@ func (p *resetProxy) pipe(c *net.TCPConn) {
 // is what keeps an ingest going while a replica is stopped mid-query.
 func TestReadsSurviveAConnectionReset(t *testing.T) {
 	ctx := context.Background()
-	o := testdb.Options(t)
-	proxy := newResetProxy(t, o.Addrs[0])
-	o.Addrs, o.MaxOpenConns, o.ReadTimeout = []string{proxy.ln.Addr().String()}, 1, 10*time.Second
-	s, err := chstore.Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-
+	s, proxy := storeThroughProxy(t)
 	var n uint8
 	proxy.armed.Store(true)
 	if err := s.QueryRow(ctx, "SELECT 2").Scan(&n); err != nil || n != 2 {
