@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -129,16 +130,21 @@ func (a *sglAllocator) free(req int) {
 // transcription of SGLang's allocators with the same random preallocs,
 // decode steps and frees, and requires every request to get the same
 // pages. Both allocator classes, with and without need_sort, on pools
-// small enough that merges, and waits for release_pages, are frequent.
+// small enough that merges, and waits for release_pages, are frequent;
+// and on pools whose prompts span whole words of the free set, which the
+// replay takes and merges a run at a time.
 func TestReplayAllocatesAsSGLang(t *testing.T) {
 	for _, tc := range []struct {
 		ps       int
 		needSort bool
-	}{{1, true}, {1, false}, {4, true}, {4, false}, {64, true}, {64, false}} {
-		t.Run(fmt.Sprintf("page_size=%d need_sort=%v", tc.ps, tc.needSort), func(t *testing.T) {
+		pages    int // the pool; 96 when 0
+		most     int // the most pages a prompt takes; 24 when 0
+	}{{1, true, 0, 0}, {1, false, 0, 0}, {4, true, 0, 0}, {4, false, 0, 0}, {64, true, 0, 0}, {64, false, 0, 0},
+		{1, true, 1000, 300}, {1, false, 1000, 300}, {2, true, 1000, 300}} {
+		pages, most := cmp.Or(tc.pages, 96), cmp.Or(tc.most, 24)
+		t.Run(fmt.Sprintf("page_size=%d need_sort=%v pages=%d", tc.ps, tc.needSort, pages), func(t *testing.T) {
 			for seed := int64(1); seed <= 20; seed++ {
 				rng := rand.New(rand.NewSource(seed))
-				const pages = 96
 				ref := newSGLAllocator(pages, tc.ps, tc.needSort)
 				lr := newLaneRun(pages, tc.ps, tc.needSort, &replayAsk{})
 				var reqs []*rreq
@@ -149,7 +155,7 @@ func TestReplayAllocatesAsSGLang(t *testing.T) {
 					var o op
 					switch k := rng.Intn(10); {
 					case k < 3 || len(live) == 0:
-						tokens := 1 + rng.Intn(24*tc.ps)
+						tokens := 1 + rng.Intn(most*tc.ps)
 						n := (tokens + tc.ps - 1) / tc.ps
 						// The prealloc queue takes a request only when
 						// available_size() holds it.
@@ -179,7 +185,7 @@ func TestReplayAllocatesAsSGLang(t *testing.T) {
 						merges++
 					}
 					for ri := range live {
-						if got, want := lr.p.held[ri], ref.held[ri]; !slices.Equal(got, want) {
+						if got, want := lr.p.held[ri].pages(), ref.held[ri]; !slices.Equal(got, want) {
 							t.Fatalf("seed %d, step %d (%v of request %d): the replay holds %v for request %d, SGLang %v",
 								seed, step, o.kind, o.ri, got, ri, want)
 						}

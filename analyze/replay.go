@@ -356,24 +356,26 @@ type lanePool struct {
 	token    bool     // page size 1: TokenToKVPoolAllocator
 	bits     []uint64 // need_sort: free_pages as a set
 	nbits    int
-	lo       int     // lowest word that may hold a set bit
-	list     []int32 // no need_sort: free_pages, reversed (head last); token: in order from head
-	head     int     // token, no need_sort: where free_pages starts in list
-	released []int32 // release_pages (need_sort)
+	lo       int      // lowest word that may hold a set bit
+	list     []int32  // no need_sort: free_pages, reversed (head last); token: in order from head
+	head     int      // token, no need_sort: where free_pages starts in list
+	released pageList // release_pages (need_sort)
+	nrel     int      // len(release_pages), in pages
 	// pages holds each page's history in one record, so a write touches
 	// one cache line rather than one per field.
 	pages []pageState
-	reqs  []*rreq   // the lane's requests, which pageState indexes
-	held  [][]int32 // pages each request of the lane holds, by index
-	holds []bool    // whether it holds pages (it may hold none)
-	buf   []int32   // scratch for next(k, false)
-	sbuf  []int32   // scratch for release
+	reqs  []*rreq    // the lane's requests, which pageState indexes
+	held  []pageList // pages each request of the lane holds, by index
+	holds []bool     // whether it holds pages (it may hold none)
+	buf   pageList   // scratch for next(k, false)
+	sbuf  []int32    // scratch for release
 	// lists are page lists of freed requests, kept for the next takes:
-	// lists[c] holds lists of capacity at least 1<<c. A lane allocates and
-	// frees one per request, and allocating them afresh was an eighth of
-	// everything a scale-20 analysis allocated (2.8 of 24.7 GB).
-	lists [32][][]int32
-	// kept is the pages lists can hold in all; at most keepMax, so what
+	// lists[c] holds lists of capacity at least 1<<c runs. A lane
+	// allocates and frees one per request, and allocating them afresh was
+	// an eighth of everything a scale-20 analysis allocated (2.8 of 24.7
+	// GB, when a list held a page per entry).
+	lists [32][]pageList
+	// kept is the runs lists can hold in all; at most keepMax, so what
 	// waits for reuse stays the size of the pool whatever the lane's
 	// history.
 	kept, keepMax int
@@ -452,21 +454,23 @@ func (p *lanePool) nfree() int {
 }
 
 // next returns up to k pages from the head of free_pages, head first,
-// removing them when take is set.
-func (p *lanePool) next(k int, take bool, spare int) []int32 {
+// removing them when take is set; the list has room for spare more runs.
+func (p *lanePool) next(k int, take bool, spare int) pageList {
 	k = min(k, p.nfree())
-	var out []int32
+	var out pageList
 	if take {
-		out = p.newList(k + spare)
+		out = p.newList(spare + 1)
 	} else {
 		out = p.buf[:0] // a peek: valid until the next peek
 	}
 	if !p.needSort {
 		if p.token {
-			out = append(out, p.list[p.head:p.head+k]...)
+			for _, q := range p.list[p.head : p.head+k] {
+				out = out.appendPage(q)
+			}
 		} else {
 			for i := 0; i < k; i++ {
-				out = append(out, p.list[len(p.list)-1-i])
+				out = out.appendPage(p.list[len(p.list)-1-i])
 			}
 		}
 		switch {
@@ -480,22 +484,17 @@ func (p *lanePool) next(k int, take bool, spare int) []int32 {
 		}
 		return out
 	}
-	for w := p.lo; w < len(p.bits) && len(out) < k; w++ {
+	// The set's lowest k pages, a run of set bits at a time: at a page
+	// size of one token a prompt takes thousands, most in whole words.
+	got := 0
+	for w := p.lo; w < len(p.bits) && got < k; w++ {
 		word := p.bits[w]
-		if word == ^uint64(0) && k-len(out) >= 64 {
-			// A whole word of free pages (at a page size of one token a
-			// prompt takes thousands): 64 in a row, no bit by bit.
-			n := len(out)
-			out = slices.Grow(out, 64)[:n+64]
-			for b := range 64 {
-				out[n+b] = int32(w*64 + b)
-			}
-			word = 0
-		}
-		for word != 0 && len(out) < k {
+		for word != 0 && got < k {
 			b := bits.TrailingZeros64(word)
-			word &^= 1 << uint(b)
-			out = append(out, int32(w*64+b))
+			run := min(bits.TrailingZeros64(^(word >> uint(b))), k-got)
+			out = out.appendRun(int32(w*64+b), int32(run))
+			got += run
+			word &^= onesFrom(b, run)
 		}
 		if take {
 			p.bits[w] = word
@@ -505,11 +504,19 @@ func (p *lanePool) next(k int, take bool, spare int) []int32 {
 		}
 	}
 	if take {
-		p.nbits -= len(out)
+		p.nbits -= got
 	} else {
 		p.buf = out
 	}
 	return out
+}
+
+// onesFrom is a word with bits b..b+n-1 set (b+n <= 64).
+func onesFrom(b, n int) uint64 {
+	if n >= 64 {
+		return ^uint64(0)
+	}
+	return (1<<uint(n) - 1) << uint(b)
 }
 
 // trim drops the taken head of a token pool's free_pages once it is most
@@ -521,9 +528,9 @@ func (p *lanePool) trim() {
 	}
 }
 
-// newList is an empty page list with room for n pages, a freed one when
+// newList is an empty page list with room for n runs, a freed one when
 // one is large enough.
-func (p *lanePool) newList(n int) []int32 {
+func (p *lanePool) newList(n int) pageList {
 	c := bits.Len(uint(max(n, 1) - 1)) // 1<<c >= n
 	if k := len(p.lists[c]); k > 0 {
 		l := p.lists[c][k-1]
@@ -532,11 +539,11 @@ func (p *lanePool) newList(n int) []int32 {
 		p.kept -= cap(l)
 		return l[:0]
 	}
-	return make([]int32, 0, 1<<c)
+	return make(pageList, 0, 1<<c)
 }
 
 // recycle keeps l, a page list nothing refers to any more, for newList.
-func (p *lanePool) recycle(l []int32) {
+func (p *lanePool) recycle(l pageList) {
 	if cap(l) == 0 || p.kept+cap(l) > p.keepMax {
 		return
 	}
@@ -545,36 +552,33 @@ func (p *lanePool) recycle(l []int32) {
 	p.kept += cap(l)
 }
 
-// mergeReleased is merge_and_sort_free: free_pages becomes the sorted union.
-// A request's pages were taken from the sorted free list, so its release
-// comes in ascending runs: the pages of one word are gathered into a mask
-// and set at once (a page at a time, the merge was a sixth of a replay at
-// page size 1).
+// mergeReleased is merge_and_sort_free: free_pages becomes the sorted
+// union, a word of each released run at a time.
 func (p *lanePool) mergeReleased() {
 	lo, n := p.lo, 0
-	rel := p.released
-	for i := 0; i < len(rel); {
-		w := int(rel[i] >> 6)
-		var mask uint64
-		for ; i < len(rel) && int(rel[i]>>6) == w; i++ {
-			mask |= 1 << (uint(rel[i]) & 63)
+	for _, s := range p.released {
+		lo = min(lo, int(s.first>>6))
+		for q, end := int(s.first), int(s.first+s.n); q < end; {
+			w, b := q>>6, q&63
+			m := min(64-b, end-q)
+			mask := onesFrom(b, m)
+			old := p.bits[w]
+			p.bits[w] = old | mask
+			n += bits.OnesCount64(mask &^ old) // a page released twice counts once
+			q += m
 		}
-		old := p.bits[w]
-		p.bits[w] = old | mask
-		n += bits.OnesCount64(mask &^ old) // a page released twice counts once
-		lo = min(lo, w)
 	}
 	p.lo, p.nbits = lo, p.nbits+n
-	p.released = p.released[:0]
+	p.released, p.nrel = p.released[:0], 0
 }
 
-// take allocates n pages (nil when they do not fit); the slice has room
-// for spare more (the request's decode growth).
-func (p *lanePool) take(n int, short bool, spare int) []int32 {
+// take allocates n pages (nil when they do not fit); the list has room
+// for spare more runs (the request's decode growth).
+func (p *lanePool) take(n int, short bool, spare int) pageList {
 	if p.needSort && short {
 		p.mergeReleased()
 	}
-	if p.needSort && n > p.nfree() && p.nfree()+len(p.released) >= n {
+	if p.needSort && n > p.nfree() && p.nfree()+p.nrel >= n {
 		// The prealloc queue waits for available_size(); by the time the
 		// request is taken the pages have been merged.
 		p.mergeReleased()
@@ -601,7 +605,7 @@ func (p *lanePool) takeOne(short bool) (int32, bool) {
 		p.list = p.list[:len(p.list)-1]
 		return q, true
 	}
-	if short || (p.nbits == 0 && len(p.released) > 0) {
+	if short || (p.nbits == 0 && p.nrel > 0) {
 		p.mergeReleased()
 	}
 	if p.nbits == 0 {
@@ -627,39 +631,55 @@ func (p *lanePool) takeOne(short bool) (int32, bool) {
 // prompt in the first own of them: holder and write in one pass, where
 // two passes read each page's record twice (at a page size of one token
 // a prompt is thousands of records, most of a replay's memory traffic).
-func (p *lanePool) claim(pages []int32, own int, ri int32) {
+func (p *lanePool) claim(pages pageList, own int, ri int32) {
 	w := written(ri+1, false)
-	for i, pg := range pages {
-		st := &p.pages[pg]
-		st.holder = ri + 1
-		if i < own {
+	for _, s := range pages {
+		recs := p.pages[s.first : s.first+s.n]
+		k := min(own, len(recs))
+		for i := range recs[:k] {
+			st := &recs[i]
+			st.holder = ri + 1
 			st.prevW, st.w = st.w, w
 		}
+		for i := range recs[k:] {
+			recs[k+i].holder = ri + 1
+		}
+		own -= k
 	}
 }
 
-// tally adds the last writes of pages to m as addWriter does a page at a
-// time. Neighbouring pages mostly share their last write (a request's
-// pages are taken together), so a run of one write costs one lookup: a
-// victim's prompt at a page size of one token is up to a pool of pages.
-func (p *lanePool) tally(m map[uint64]*SourcePages, pages []int32, self uint64) {
+// tally adds the last writes of pages, but for the first skip, to m as
+// addWriter does a page at a time. Neighbouring pages mostly share their
+// last write (a request's pages are taken together), so a run of one
+// write costs one lookup: a victim's prompt at a page size of one token
+// is up to a pool of pages.
+func (p *lanePool) tally(m map[uint64]*SourcePages, pages pageList, skip int, self uint64) {
 	var (
-		last uint32
-		s    *SourcePages
+		last  uint32
+		s     *SourcePages
+		begun bool
 	)
-	for i, pg := range pages {
-		w := p.pages[pg].w
-		if i == 0 || w != last {
-			last = w
-			s = sourcePages(m, p.room(int32(w&^outBit)), p.line(int32(w&^outBit)), self)
+	for _, run := range pages {
+		recs := p.pages[run.first : run.first+run.n]
+		if skip >= len(recs) {
+			skip -= len(recs)
+			continue
 		}
-		switch {
-		case s == nil:
-		case w&outBit != 0:
-			s.Output++
-		default:
-			s.Prompt++
+		for _, st := range recs[skip:] {
+			w := st.w
+			if !begun || w != last {
+				begun, last = true, w
+				s = sourcePages(m, p.room(int32(w&^outBit)), p.line(int32(w&^outBit)), self)
+			}
+			switch {
+			case s == nil:
+			case w&outBit != 0:
+				s.Output++
+			default:
+				s.Prompt++
+			}
 		}
+		skip = 0
 	}
 }
 
@@ -690,18 +710,28 @@ func (p *lanePool) line(i int32) uint64 {
 // release is free(): unique pages onto release_pages (need_sort), or in
 // front of free_pages, lowest first (a token pool: at its end, as they
 // come).
-func (p *lanePool) release(pages []int32) {
+func (p *lanePool) release(pages pageList) {
 	if p.needSort {
 		// Order does not matter: the merge sorts (a request's pages are
 		// distinct, so no duplicates either).
 		p.released = append(p.released, pages...)
+		p.nrel += pages.count()
 		return
 	}
 	if p.token {
-		p.list = append(p.list, pages...)
+		for _, s := range pages {
+			for q := s.first; q < s.first+s.n; q++ {
+				p.list = append(p.list, q)
+			}
+		}
 		return
 	}
-	u := append(p.sbuf[:0], pages...)
+	u := p.sbuf[:0]
+	for _, s := range pages {
+		for q := s.first; q < s.first+s.n; q++ {
+			u = append(u, q)
+		}
+	}
 	slices.Sort(u)
 	u = slices.Compact(u)
 	for i := len(u) - 1; i >= 0; i-- {
@@ -761,7 +791,7 @@ func (lr *laneRun) apply(reqs []*rreq, o op) {
 	p := lr.p
 	p.reqs = reqs
 	if n := len(reqs) - len(p.held); n > 0 {
-		p.held = append(p.held, make([][]int32, n)...)
+		p.held = append(p.held, make([]pageList, n)...)
 		p.holds = append(p.holds, make([]bool, n)...)
 	}
 	if o.kind == opFree {
@@ -793,7 +823,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 	case opPrealloc:
 		writers := r.wanted
 		n := (r.prompt + ps - 1) / ps
-		if n > p.nfree()+len(p.released) {
+		if n > p.nfree()+p.nrel {
 			return false
 		}
 		// alloc_extend merges when extend_num_tokens // page_size + bs +
@@ -811,19 +841,19 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if writers {
 			vr := &VictimReplay{Room: r.room, Likely: map[uint64]*SourcePages{}, Possible: map[uint64]*SourcePages{},
 				Lines: []uint64{o.line}}
-			lo := 0
+			skip := 0
 			if r.placeholder {
-				lo = 1
+				skip = 1
 			}
-			p.tally(vr.Likely, pg[min(lo, len(pg)):], r.room)
+			p.tally(vr.Likely, pg, skip, r.room)
 			// The next pages in the free list: the victim's under a
 			// slightly later position.
-			p.tally(vr.Possible, p.next(replaySlack, false, 0), r.room)
+			p.tally(vr.Possible, p.next(replaySlack, false, 0), 0, r.room)
 			res[r.room] = vr
 		}
 		// The request holds its pages and writes its prompt into them
 		// (a placeholder only its first page), in one pass over them.
-		own := len(pg)
+		own := n
 		switch {
 		case !r.ownWrites:
 			own = 0
@@ -854,7 +884,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 			}
 		}
 		st.holder = o.ri + 1
-		p.held[o.ri] = append(pg, q)
+		p.held[o.ri] = pg.appendPage(q)
 		st.prevW, st.w = st.w, written(o.ri+1, true)
 	case opFree:
 		if p.holds[o.ri] {
@@ -870,7 +900,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 // noteHolders records which rooms asked about held pages pg (just taken
 // by room), or the next pages in the free list (the room's under a
 // slightly later position), before it.
-func (lr *laneRun) noteHolders(room uint64, pg []int32) {
+func (lr *laneRun) noteHolders(room uint64, pg pageList) {
 	p := lr.p
 	hs := []uint64{} // present even when empty: the room was replayed
 	last := int32(-1)
@@ -885,11 +915,15 @@ func (lr *laneRun) noteHolders(room uint64, pg []int32) {
 			hs = append(hs, h.room)
 		}
 	}
-	for _, q := range pg {
-		add(q)
+	for _, s := range pg {
+		for q := s.first; q < s.first+s.n; q++ {
+			add(q)
+		}
 	}
-	for _, q := range p.next(replaySlack, false, 0) {
-		add(q)
+	for _, s := range p.next(replaySlack, false, 0) {
+		for q := s.first; q < s.first+s.n; q++ {
+			add(q)
+		}
 	}
 	lr.held[room] = hs
 }
@@ -897,11 +931,11 @@ func (lr *laneRun) noteHolders(room uint64, pg []int32) {
 // markRecentNeighbours adds, as possible writers, what the pages just
 // below the victim's first page held before and after their latest write:
 // under a slightly different order they could have been the victim's.
-func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own []int32) {
+func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own pageList) {
 	if len(own) == 0 {
 		return
 	}
-	lo := own[0]
+	lo := own.head()
 	for q := max(int32(1), lo-replaySlack); q < lo; q++ {
 		st := &p.pages[q]
 		addWriter(vr.Possible, p.room(st.prevWriter()), st.prevOut(), p.line(st.prevWriter()), victim)

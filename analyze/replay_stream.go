@@ -519,7 +519,7 @@ func (ls *laneStream) compact() {
 		for k := range lr.queue {
 			lr.queue[k].ri = remap[lr.queue[k].ri]
 		}
-		held, holds := make([][]int32, n), make([]bool, n)
+		held, holds := make([]pageList, n), make([]bool, n)
 		for i := range p.held {
 			if j := remap[i]; j >= 0 {
 				held[j], holds[j] = p.held[i], p.holds[i]

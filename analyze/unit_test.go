@@ -87,39 +87,39 @@ func TestLanePoolFollowsSGLang(t *testing.T) {
 		want   []int32
 		ps     int // 2 when 0: the paged allocator
 	}{
-		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return p.take(3, false, 0) }, []int32{1, 2, 3}, 0},
+		{"fresh pool skips padding page 0", true, func(p *lanePool) []int32 { return takePages(p, 3, false, 0) }, []int32{1, 2, 3}, 0},
 		{"need_sort: freed pages wait until free_pages is short", true, func(p *lanePool) []int32 {
-			a := p.take(4, false, 0)
-			p.take(2, false, 0)
-			p.release(a[:2])
-			return p.take(3, false, 0)
+			a := takePages(p, 4, false, 0)
+			takePages(p, 2, false, 0)
+			p.release(listOf(a[:2]...))
+			return takePages(p, 3, false, 0)
 		}, []int32{7, 8, 9}, 0},
 		{"need_sort: a short allocation merges and sorts", true, func(p *lanePool) []int32 {
-			a := p.take(4, false, 0)
-			p.take(2, false, 0)
-			p.release(a[:2])
-			return p.take(3, true, 0)
+			a := takePages(p, 4, false, 0)
+			takePages(p, 2, false, 0)
+			p.release(listOf(a[:2]...))
+			return takePages(p, 3, true, 0)
 		}, []int32{1, 2, 7}, 0},
 		{"no sort: freed pages go to the front", false, func(p *lanePool) []int32 {
-			a := p.take(4, false, 0)
-			p.take(2, false, 0)
-			p.release(a[:2])
-			return p.take(3, false, 0)
+			a := takePages(p, 4, false, 0)
+			takePages(p, 2, false, 0)
+			p.release(listOf(a[:2]...))
+			return takePages(p, 3, false, 0)
 		}, []int32{1, 2, 7}, 0},
 		{"token, no sort: freed slots go to the end", false, func(p *lanePool) []int32 {
-			a := p.take(4, false, 0)
-			p.take(2, false, 0)
-			p.release([]int32{a[1], a[0]})
-			p.take(3, false, 0)
-			return p.take(3, false, 0)
+			a := takePages(p, 4, false, 0)
+			takePages(p, 2, false, 0)
+			p.release(listOf(a[1], a[0]))
+			takePages(p, 3, false, 0)
+			return takePages(p, 3, false, 0)
 		}, []int32{10, 2, 1}, 1},
 		{"token, need_sort: merged and sorted when the request needs more", true, func(p *lanePool) []int32 {
-			a := p.take(4, false, 0)
-			p.take(4, false, 0)
-			p.release([]int32{a[1], a[0]})
-			return p.take(3, false, 0)
+			a := takePages(p, 4, false, 0)
+			takePages(p, 4, false, 0)
+			p.release(listOf(a[1], a[0]))
+			return takePages(p, 3, false, 0)
 		}, []int32{1, 2, 9}, 1},
-		{"over capacity returns nil", true, func(p *lanePool) []int32 { return p.take(100, true, 0) }, nil, 0},
+		{"over capacity returns nil", true, func(p *lanePool) []int32 { return takePages(p, 100, true, 0) }, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps := cmp.Or(tc.ps, 2)
@@ -147,19 +147,28 @@ func TestLanePoolReusesFreedLists(t *testing.T) {
 		t.Error("two held lists share memory")
 	}
 	// a's pages went back to the head of free_pages, lowest first.
-	if !slices.Equal(b, []int32{1, 2, 3}) || !slices.Equal(c, []int32{4, 5, 6, 7}) {
+	if !slices.Equal(b.pages(), []int32{1, 2, 3}) || !slices.Equal(c.pages(), []int32{4, 5, 6, 7}) {
 		t.Errorf("took %v and %v, want [1 2 3] and [4 5 6 7]", b, c)
 	}
 	// What waits for reuse stays bounded by the pool's size: a list
 	// larger than that is dropped, not kept.
-	p.recycle(make([]int32, 0, 4*p.keepMax))
+	p.recycle(make(pageList, 0, 4*p.keepMax))
 	if p.kept != 0 {
-		t.Errorf("kept %d pages of lists (bound %d) after freeing one larger than the bound", p.kept, p.keepMax)
+		t.Errorf("kept %d runs of lists (bound %d) after freeing one larger than the bound", p.kept, p.keepMax)
 	}
 	p.recycle(c)
 	if p.kept != cap(c) {
-		t.Errorf("kept %d pages after freeing a list of %d", p.kept, cap(c))
+		t.Errorf("kept %d runs after freeing a list of %d", p.kept, cap(c))
 	}
+}
+
+// takePages is take a page at a time (nil when take's list is nil).
+func takePages(p *lanePool, n int, short bool, spare int) []int32 {
+	l := p.take(n, short, spare)
+	if l == nil {
+		return nil
+	}
+	return l.pages()
 }
 
 // TestRunLaneWriters: a victim preallocated after a merge reads the pages
