@@ -428,9 +428,14 @@ func newLanePool(n, ps int, sorted bool) *lanePool {
 	}
 	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, keepMax: 2*n + 1024}
 	if sorted {
+		// Pages 1..n free, a word at a time (page 0 is SGLang's padding).
 		p.bits = make([]uint64, (n+1+63)/64)
-		for i := 1; i <= n; i++ {
-			p.bits[i>>6] |= 1 << (uint(i) & 63)
+		for w := range p.bits {
+			p.bits[w] = ^uint64(0)
+		}
+		p.bits[0] &^= 1
+		if r := (n + 1) & 63; r != 0 {
+			p.bits[len(p.bits)-1] &= 1<<uint(r) - 1
 		}
 		p.nbits = n
 		return p
