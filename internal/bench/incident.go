@@ -90,6 +90,9 @@ func (a Agreement) Exact() bool { return a.Missed == 0 && a.Extra == 0 }
 type IncidentOptions struct {
 	Scenario string
 	Scale    float64
+	// PageSize overrides every simulated engine's page size in tokens (0:
+	// the simulator's 64; 1 is SGLang's default).
+	PageSize int
 	// Days overrides the scenario's length (0: the scenario's own).
 	Days int
 	// Dir holds the simulated logs; empty means a temporary directory,
@@ -148,7 +151,11 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 	}
 	phase := func(name string, f func() error) error {
 		// What an earlier phase freed goes back to the OS first, so a
-		// phase's peak is its own, not the heap the last one left.
+		// phase's peak is its own, not the heap the last one left. Twice:
+		// what an earlier phase left in a sync.Pool (the replay's page
+		// records, megabytes a lane at a page size of one token) outlives
+		// one collection, and would count as this phase's live heap.
+		debug.FreeOSMemory()
 		debug.FreeOSMemory()
 		ResetPeakRSS()
 		live := sampleLiveHeap()
@@ -171,7 +178,7 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		return res, err
 	}
 	if err := phase("simulate", func() error {
-		if _, err := simulate.Run(ctx, simulate.Config{Scenario: o.Scenario, Seed: 1, Scale: o.Scale, Days: o.Days, OutDir: dir}); err != nil {
+		if _, err := simulate.Run(ctx, simulate.Config{Scenario: o.Scenario, Seed: 1, Scale: o.Scale, Days: o.Days, PageSize: o.PageSize, OutDir: dir}); err != nil {
 			return err
 		}
 		var err error
