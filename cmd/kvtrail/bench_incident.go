@@ -18,6 +18,7 @@ func init() { benchCommands = append(benchCommands, newBenchIncidentCmd) }
 func newBenchIncidentCmd(a *app) *cobra.Command {
 	var scenario, dir, database string
 	var scale float64
+	var pageSize int
 	var keep, noAdopt, twoCommands bool
 	c := &cobra.Command{
 		Use:   "incident",
@@ -39,6 +40,12 @@ one kept with --keep, and drops nothing.`,
 			if scale <= 0 {
 				return usageError{fmt.Errorf("--scale must be positive, got %g", scale)}
 			}
+			if pageSize < 0 || pageSize > 1024 {
+				return usageError{fmt.Errorf("--page-size must be 1 to 1024 tokens, got %d", pageSize)}
+			}
+			if database != "" && pageSize != 0 {
+				return usageError{fmt.Errorf("--page-size sets the simulation's engines; with --database nothing is simulated")}
+			}
 			if database != "" && dir == "" {
 				return usageError{fmt.Errorf("--database needs --dir, the directory the incident was simulated to (its truth.json)")}
 			}
@@ -58,7 +65,7 @@ one kept with --keep, and drops nothing.`,
 				return err
 			}
 			defer closeFn()
-			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, Dir: dir, Ingested: database != "",
+			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, PageSize: pageSize, Dir: dir, Ingested: database != "",
 				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB),
 				IngestMemoryLimit: a.memoryLimit(), NoAdopt: noAdopt, TwoCommands: twoCommands})
 			if err != nil {
@@ -68,7 +75,7 @@ one kept with --keep, and drops nothing.`,
 			if database != "" {
 				fmt.Fprintf(w, "incident %s in %s: %d requests (ingested before)\n\n", dir, database, res.Requests)
 			} else {
-				fmt.Fprintf(w, "incident %s at scale %g: %d requests, %d records\n\n", scenario, scale, res.Requests, res.Lines)
+				fmt.Fprintf(w, "incident %s at scale %g%s: %d requests, %d records\n\n", scenario, scale, pageSizeNote(pageSize), res.Requests, res.Lines)
 			}
 			tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 			fmt.Fprintln(tw, "PHASE\tTIME\tPEAK RSS\tPEAK LIVE HEAP")
@@ -103,6 +110,7 @@ one kept with --keep, and drops nothing.`,
 	}
 	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario")
 	c.Flags().Float64Var(&scale, "scale", 1, "traffic multiplier (1 ≈ 100k requests)")
+	c.Flags().IntVar(&pageSize, "page-size", 0, "every simulated engine's page_size in tokens (default 64, the simulator's; 1 is SGLang's default)")
 	c.Flags().StringVar(&dir, "dir", "", "keep the simulated logs in this directory (default: a temporary one, removed)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
 	c.Flags().BoolVar(&twoCommands, "two-commands", false, "measure kvtrail ingest then kvtrail analyze (a link after the lines, then an analysis of all data) instead of kvtrail ingest --analyze")
@@ -132,4 +140,12 @@ func firstLineToList(phases []bench.Phase) time.Duration {
 		d += p.Duration
 	}
 	return d
+}
+
+// pageSizeNote names a page size set on the command line.
+func pageSizeNote(ps int) string {
+	if ps == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", page size %d", ps)
 }

@@ -1,7 +1,9 @@
 package bench_test
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,29 +22,41 @@ func TestIncidentBenchmark(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		twoCommands bool
+		pageSize    int
 		phases      []string
 	}{
-		{"ingest --analyze", false, []string{"simulate", "ingest", "analyze", "notification list"}},
-		{"ingest then analyze", true, []string{"simulate", "ingest", "link", "analyze", "notification list"}},
+		{"ingest --analyze", false, 0, []string{"simulate", "ingest", "analyze", "notification list"}},
+		{"ingest then analyze", true, 0, []string{"simulate", "ingest", "link", "analyze", "notification list"}},
+		// SGLang's default page size: the engines the bench simulates,
+		// ingests and replays all allocate a page per token.
+		{"page size 1", false, 1, []string{"simulate", "ingest", "analyze", "notification list"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testIncidentBenchmark(t, tc.twoCommands, tc.phases)
+			testIncidentBenchmark(t, tc.twoCommands, tc.pageSize, tc.phases)
 		})
 	}
 }
 
-func testIncidentBenchmark(t *testing.T, twoCommands bool, want []string) {
+func testIncidentBenchmark(t *testing.T, twoCommands bool, pageSize int, want []string) {
 	s := testdb.New(t)
 	dir := t.TempDir()
 	res, err := bench.Incident(context.Background(), s, bench.IncidentOptions{Scenario: "incident-2026", Scale: 0.02, Days: 2,
-		Dir: dir, Cfg: analyze.DefaultConfig(), TwoCommands: twoCommands})
+		PageSize: pageSize, Dir: dir, Cfg: analyze.DefaultConfig(), TwoCommands: twoCommands})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var sizes []uint32
+	if err := s.QueryRow(context.Background(), "SELECT arraySort(groupUniqArray(page_size)) FROM node_boots").Scan(&sizes); err != nil {
+		t.Fatal(err)
+	}
+	if wantSize := uint32(cmp.Or(pageSize, 64)); !slices.Equal(sizes, []uint32{wantSize}) {
+		t.Errorf("the engines booted with page sizes %v, want %d", sizes, wantSize)
 	}
 	if len(res.Phases) != len(want) {
 		t.Fatalf("phases %+v, want %v", res.Phases, want)
 	}
 	for i, p := range res.Phases {
+		t.Logf("phase %s: %s, peak RSS %d MB, peak live heap %d MB", p.Name, p.Duration, p.PeakRSS>>20, p.PeakLive>>20)
 		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 || p.PeakLive == 0 || p.PeakLive > p.PeakRSS {
 			t.Errorf("phase %d = %+v, want %s with a time, a peak RSS and a peak live heap within it", i, p, want[i])
 		}
