@@ -40,8 +40,8 @@ one kept with --keep, and drops nothing.`,
 			if scale <= 0 {
 				return usageError{fmt.Errorf("--scale must be positive, got %g", scale)}
 			}
-			if pageSize < 0 || pageSize > 1024 {
-				return usageError{fmt.Errorf("--page-size must be 1 to 1024 tokens, got %d", pageSize)}
+			if err := checkPageSize(pageSize); err != nil {
+				return err
 			}
 			if database != "" && pageSize != 0 {
 				return usageError{fmt.Errorf("--page-size sets the simulation's engines; with --database nothing is simulated")}
@@ -110,7 +110,7 @@ one kept with --keep, and drops nothing.`,
 	}
 	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario")
 	c.Flags().Float64Var(&scale, "scale", 1, "traffic multiplier (1 ≈ 100k requests)")
-	c.Flags().IntVar(&pageSize, "page-size", 0, "every simulated engine's page_size in tokens (default 64, the simulator's; 1 is SGLang's default)")
+	pageSizeFlag(c, &pageSize)
 	c.Flags().StringVar(&dir, "dir", "", "keep the simulated logs in this directory (default: a temporary one, removed)")
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
 	c.Flags().BoolVar(&twoCommands, "two-commands", false, "measure kvtrail ingest then kvtrail analyze (a link after the lines, then an analysis of all data) instead of kvtrail ingest --analyze")
@@ -140,6 +140,20 @@ func firstLineToList(phases []bench.Phase) time.Duration {
 		d += p.Duration
 	}
 	return d
+}
+
+// pageSizeFlag is the benches' --page-size.
+func pageSizeFlag(c *cobra.Command, ps *int) {
+	c.Flags().IntVar(ps, "page-size", 0, "every simulated engine's page_size in tokens (default 64, the simulator's; 1 is SGLang's default)")
+}
+
+// checkPageSize refuses, as a usage error, a page size the simulator
+// cannot run engines with.
+func checkPageSize(ps int) error {
+	if ps < 0 || ps > 1024 {
+		return usageError{fmt.Errorf("--page-size must be 1 to 1024 tokens, got %d", ps)}
+	}
+	return nil
 }
 
 // pageSizeNote names a page size set on the command line.

@@ -125,6 +125,7 @@ prints lines/s for both and their ratio.`,
 func newBenchAnalyzeCmd(a *app) *cobra.Command {
 	var scenario string
 	var scale float64
+	var pageSize int
 	var keep bool
 	c := &cobra.Command{
 		Use:   "analyze",
@@ -140,6 +141,9 @@ with it, on the same data, and prints the ratio of the medians: what the
 replay costs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPageSize(pageSize); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			dir, err := os.MkdirTemp("", "kvtrail-bench-")
 			if err != nil {
@@ -147,11 +151,11 @@ replay costs.`,
 			}
 			defer os.RemoveAll(dir)
 			w := cmd.OutOrStdout()
-			sum, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: dir})
+			sum, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, PageSize: pageSize, OutDir: dir})
 			if err != nil {
 				return fmt.Errorf("simulate: %w", err)
 			}
-			fmt.Fprintf(w, "dataset: %s scale %g, %d requests\n", scenario, scale, sum.Requests)
+			fmt.Fprintf(w, "dataset: %s scale %g%s, %d requests\n", scenario, scale, pageSizeNote(pageSize), sum.Requests)
 			sources, err := ingest.LoadManifest(filepath.Join(dir, "sources.yaml"))
 			if err != nil {
 				return err
@@ -199,6 +203,7 @@ replay costs.`,
 	}
 	c.Flags().StringVar(&scenario, "scenario", "incident-2026", "simulator scenario")
 	c.Flags().Float64Var(&scale, "scale", 0.5, "simulator scale (incident-2026: ~100k requests per 1.0)")
+	pageSizeFlag(c, &pageSize)
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
 	return c
 }
