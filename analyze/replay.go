@@ -377,7 +377,8 @@ type lanePool struct {
 	lists [32][]pageList
 	// kept is the runs lists can hold in all; at most keepMax, so what
 	// waits for reuse stays the size of the pool whatever the lane's
-	// history.
+	// history (a run takes two words where a page took one: half as many
+	// as the pages a list of pages could hold).
 	kept, keepMax int
 }
 
@@ -426,7 +427,7 @@ func newLanePool(n, ps int, sorted bool) *lanePool {
 	} else {
 		pages = make([]pageState, n+1)
 	}
-	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, keepMax: 2*n + 1024}
+	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, keepMax: n + 512}
 	if sorted {
 		// Pages 1..n free, a word at a time (page 0 is SGLang's padding).
 		p.bits = make([]uint64, (n+1+63)/64)
