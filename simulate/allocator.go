@@ -25,9 +25,9 @@ import (
 // page_size + bs + 1 > len(free_pages), alloc_decode when bs >
 // len(free_pages), bs being the batch size.
 //
-// writer/tenant/output remember who last wrote each page and whether as
-// prompt or generated output; the truth builder reads them when a request
-// reads stale pages.
+// last remembers who last wrote each page and whether as prompt or
+// generated output; the truth builder reads it when a request reads stale
+// pages.
 type pagePool struct {
 	numPages int
 	pageSize int
@@ -35,9 +35,7 @@ type pagePool struct {
 	free     []int32 // free_pages; head first
 	released []int32 // release_pages (need_sort only)
 	nheld    int
-	writer   []uint32 // seq of the last writer, 0 = never written
-	tenant   []uint16
-	output   []bool // last write was generated output
+	last     []pageWrite
 	growing  growHeap
 	merges   int
 	marks    []uint64 // mergeUnique's bitmap, all zero between merges
@@ -49,10 +47,17 @@ func newPagePool(numPages, pageSize int) *pagePool {
 	for i := range p.free {
 		p.free[i] = int32(i + 1)
 	}
-	p.writer = make([]uint32, numPages+1)
-	p.tenant = make([]uint16, numPages+1)
-	p.output = make([]bool, numPages+1)
+	p.last = make([]pageWrite, numPages+1)
 	return p
+}
+
+// pageWrite is a page's last write, in one record: at a page size of one
+// token a prompt writes thousands of pages, and three arrays were three
+// cache misses a page.
+type pageWrite struct {
+	writer uint32 // seq of the last writer, 0 = never written
+	tenant uint16
+	output bool // generated output, not prompt
 }
 
 // available is SGLang's available_size() in pages: free plus released.
@@ -86,11 +91,15 @@ func (p *pagePool) mergeUnique() bool {
 	m := p.marks[:words]
 	for _, list := range [][]int32{p.free, p.released} {
 		for _, pg := range list {
-			if pg < 0 || int(pg/64) >= words || m[pg/64]&(1<<(pg%64)) != 0 {
+			// Unsigned: a negative id is out of range too, and the shift
+			// and mask need no sign fix-up (a page at a time, at a page
+			// size of one token, this loop is a quarter of the run).
+			u := uint32(pg)
+			if int(u>>6) >= words || m[u>>6]&(1<<(u&63)) != 0 {
 				clear(m)
 				return false
 			}
-			m[pg/64] |= 1 << (pg % 64)
+			m[u>>6] |= 1 << (u & 63)
 		}
 	}
 	n := len(p.free) + len(p.released)
@@ -99,6 +108,14 @@ func (p *pagePool) mergeUnique() bool {
 		out = make([]int32, 0, n)
 	}
 	for w, bitsw := range m {
+		if bitsw == ^uint64(0) {
+			// A whole word of free pages, in order.
+			for b := range 64 {
+				out = append(out, int32(w*64+b))
+			}
+			m[w] = 0
+			continue
+		}
 		for bitsw != 0 {
 			out = append(out, int32(w*64+bits.TrailingZeros64(bitsw)))
 			bitsw &= bitsw - 1
@@ -168,10 +185,9 @@ func (p *pagePool) used() int { return p.nheld }
 
 // write records seq as the last writer of pages.
 func (p *pagePool) write(pages []int32, seq uint32, tenant uint16, output bool) {
+	w := pageWrite{writer: seq, tenant: tenant, output: output}
 	for _, pg := range pages {
-		p.writer[pg] = seq
-		p.tenant[pg] = tenant
-		p.output[pg] = output
+		p.last[pg] = w
 	}
 }
 

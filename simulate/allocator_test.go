@@ -93,16 +93,16 @@ func TestPagePoolRetraction(t *testing.T) {
 	if !slices.Equal(v, []int32{1, 2, 3, 6}) {
 		t.Fatalf("prealloc after the retraction = %v, want [1 2 3 6]", v)
 	}
-	if p.writer[1] != 1 || p.output[1] || p.writer[3] != 1 || !p.output[3] {
-		t.Fatalf("r's stale pages: writers %v outputs %v", p.writer[1:4], p.output[1:4])
+	if p.last[1].writer != 1 || p.last[1].output || p.last[3].writer != 1 || !p.last[3].output {
+		t.Fatalf("r's stale pages: last writes %+v", p.last[1:4])
 	}
 	p.write(v, 2, 8, false)
 	got := p.resume(int64(20*ps)*r.every, r, 7)
 	if !slices.Equal(got, []int32{7, 8, 9}) || !slices.Equal(r.pages, got) || r.retracted {
 		t.Fatalf("resume = %v (r holds %v, retracted %v), want [7 8 9]", got, r.pages, r.retracted)
 	}
-	if p.writer[7] != 1 || p.output[7] || p.writer[9] != 1 || !p.output[9] {
-		t.Fatalf("resumed pages: writers %v outputs %v", p.writer[7:10], p.output[7:10])
+	if p.last[7].writer != 1 || p.last[7].output || p.last[9].writer != 1 || !p.last[9].output {
+		t.Fatalf("resumed pages: last writes %+v", p.last[7:10])
 	}
 	// Growth resumes after the held pages (one free page left: 10).
 	p.advance(int64(40*ps) * r.every)

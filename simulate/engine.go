@@ -656,24 +656,35 @@ func (s *sim) checkPages(t int64, r *request, rk *rankState) {
 	var stale, never int
 	var counts, outs map[uint32]int
 	var tenants map[uint32]uint16
-	for _, p := range r.pages {
-		w := rk.pool.writer[p]
-		switch {
-		case w == r.seq:
+	// Neighbouring pages mostly share their last write: a run of one
+	// write is counted first and added to the maps once.
+	var run pageWrite
+	n := 0
+	add := func() {
+		switch w := run.writer; {
+		case n == 0 || w == r.seq:
 		case w == 0:
-			never++
+			never += n
 		default:
 			if counts == nil {
 				counts, outs, tenants = map[uint32]int{}, map[uint32]int{}, map[uint32]uint16{}
 			}
-			stale++
-			counts[w]++
-			if rk.pool.output[p] {
-				outs[w]++
+			stale += n
+			counts[w] += n
+			if run.output {
+				outs[w] += n
 			}
-			tenants[w] = rk.pool.tenant[p]
+			tenants[w] = run.tenant
 		}
 	}
+	for _, p := range r.pages {
+		if pw := rk.pool.last[p]; pw != run || n == 0 {
+			add()
+			run, n = pw, 0
+		}
+		n++
+	}
+	add()
 	if !r.placeholder && stale == 0 && never == 0 && !r.meta.ok {
 		return
 	}
