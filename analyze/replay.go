@@ -364,6 +364,11 @@ type lanePool struct {
 	// pages holds each page's history in one record, so a write touches
 	// one cache line rather than one per field.
 	pages []pageState
+	// dirty is one past the highest page whose record was written: the
+	// records above it are still zero. The allocator hands out the lowest
+	// free pages, so a lane whose load never filled its pool wrote only a
+	// prefix, and only that prefix needs clearing for the next lane.
+	dirty int32
 	reqs  []*rreq    // the lane's requests, which pageState indexes
 	held  []pageList // pages each request of the lane holds, by index
 	holds []bool     // whether it holds pages (it may hold none)
@@ -419,11 +424,20 @@ func (s *pageState) prevOut() bool     { return s.prevW&outBit != 0 }
 // for each made the collector run (and scan the whole dataset) more often.
 var pageStates sync.Pool
 
+// pageBuf is a recycled record slice; its records from dirty on are zero.
+type pageBuf struct {
+	recs  []pageState
+	dirty int32
+}
+
 func newLanePool(n, ps int, sorted bool) *lanePool {
 	var pages []pageState
-	if b, ok := pageStates.Get().(*[]pageState); ok && cap(*b) >= n+1 {
-		pages = (*b)[:n+1]
-		clear(pages)
+	if b, ok := pageStates.Get().(*pageBuf); ok && cap(b.recs) >= n+1 {
+		// Only what the last lane wrote: clearing a whole pool's records
+		// for each lane was an eighth of an analysis at a page size of
+		// one token.
+		clear(b.recs[:b.dirty])
+		pages = b.recs[:n+1]
 	} else {
 		pages = make([]pageState, n+1)
 	}
@@ -640,6 +654,7 @@ func (p *lanePool) takeOne(short bool) (int32, bool) {
 func (p *lanePool) claim(pages pageList, own int, ri int32) {
 	w := written(ri+1, false)
 	for _, s := range pages {
+		p.dirty = max(p.dirty, s.first+s.n)
 		recs := p.pages[s.first : s.first+s.n]
 		k := min(own, len(recs))
 		for i := range recs[:k] {
@@ -786,8 +801,7 @@ func newLaneRun(npages, ps int, sorted bool, ask *replayAsk) *laneRun {
 // back (nothing returned points into them); a pointer to the pool's own
 // field would keep the whole lane alive.
 func (lr *laneRun) close() {
-	buf := lr.p.pages
-	pageStates.Put(&buf)
+	pageStates.Put(&pageBuf{recs: lr.p.pages, dirty: lr.p.dirty})
 	lr.p = nil
 }
 
@@ -890,6 +904,7 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 			}
 		}
 		st.holder = o.ri + 1
+		p.dirty = max(p.dirty, q+1)
 		p.held[o.ri] = pg.appendPage(q)
 		st.prevW, st.w = st.w, written(o.ri+1, true)
 	case opFree:

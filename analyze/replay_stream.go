@@ -470,7 +470,7 @@ func (ls *laneStream) compact() {
 		}
 	}
 	for _, lr := range ls.runs {
-		for _, st := range lr.p.pages {
+		for _, st := range lr.p.pages[:lr.p.dirty] {
 			page(st.writer())
 			page(st.prevWriter())
 			page(st.holder)
@@ -510,7 +510,7 @@ func (ls *laneStream) compact() {
 	}
 	for _, lr := range ls.runs {
 		p := lr.p
-		for k := range p.pages {
+		for k := range p.pages[:p.dirty] { // the rest are zero
 			st := &p.pages[k]
 			st.w = written(ref(st.writer()), st.out())
 			st.prevW = written(ref(st.prevWriter()), st.prevOut())

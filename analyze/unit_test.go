@@ -162,6 +162,34 @@ func TestLanePoolReusesFreedLists(t *testing.T) {
 	}
 }
 
+// TestLanePoolRecyclesCleanRecords: a lane's page records come from the
+// lanes before it, which clear only what they wrote; a new lane, smaller or
+// larger than the one before, still starts with every record empty.
+func TestLanePoolRecyclesCleanRecords(t *testing.T) {
+	reused := 0
+	for range 10 {
+		big := newLaneRun(100, 1, true, &replayAsk{})
+		first := &big.p.pages[0]
+		big.p.claim(big.p.take(100, false, 0), 100, 0)
+		big.close()
+		small := newLaneRun(50, 1, true, &replayAsk{})
+		if &small.p.pages[0] == first {
+			reused++
+		}
+		small.close()
+		again := newLaneRun(100, 1, true, &replayAsk{})
+		for q, st := range again.p.pages {
+			if st != (pageState{}) {
+				t.Fatalf("page %d of a new lane holds %+v from an earlier lane", q, st)
+			}
+		}
+		again.close()
+	}
+	if reused == 0 {
+		t.Fatal("no lane reused an earlier lane's records; the test checked nothing")
+	}
+}
+
 // takePages is take a page at a time (nil when take's list is nil).
 func takePages(p *lanePool, n int, short bool, spare int) []int32 {
 	l := p.take(n, short, spare)
