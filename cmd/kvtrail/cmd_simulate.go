@@ -25,6 +25,7 @@ func newSimulateCmd() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			defer simulate.TightGC()()
 			sum, err := simulate.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err

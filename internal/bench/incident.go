@@ -106,7 +106,7 @@ type IncidentOptions struct {
 	AnalyzeMemoryLimit int64
 	// IngestMemoryLimit is the one during the ingest phase, as `kvtrail
 	// ingest` sets it (memory_limit; 0: none). The simulation runs
-	// without one.
+	// without one, at simulate.TightGC's GOGC.
 	IngestMemoryLimit int64
 	// Ingested says the store already holds the incident Dir's logs:
 	// simulation and ingest are skipped (Dir still gives the truth), as
@@ -178,6 +178,7 @@ func Incident(ctx context.Context, s DiskStore, o IncidentOptions) (IncidentResu
 		return res, err
 	}
 	if err := phase("simulate", func() error {
+		defer simulate.TightGC()()
 		if _, err := simulate.Run(ctx, simulate.Config{Scenario: o.Scenario, Seed: 1, Scale: o.Scale, Days: o.Days, PageSize: o.PageSize, OutDir: dir}); err != nil {
 			return err
 		}
