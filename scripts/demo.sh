@@ -34,7 +34,7 @@ if [ "$engine" = embedded ]; then
 else
   need_apt clickhouse-server clickhouse-client
 fi
-echo "==> downloading Go modules"
+step "downloading Go modules"
 go mod download
 build_kvtrail
 exec ./bin/kvtrail demo "$@"

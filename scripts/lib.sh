@@ -1,6 +1,12 @@
 # shellcheck shell=bash
 # Shared helpers for kvtrail's scripts. Sourced, not run.
 
+# step MSG: announce a step with the seconds since the script started, so a
+# CI log shows where its minutes went (installs, checks, tests).
+step() {
+  echo "==> [${SECONDS}s] $*"
+}
+
 # need_apt PKG...: install the Debian packages that are missing. apt-get
 # update runs only when something must be installed.
 need_apt() {
@@ -11,7 +17,7 @@ need_apt() {
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  echo "==> installing ${missing[*]} (apt)"
+  step "installing ${missing[*]} (apt)"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
@@ -22,7 +28,7 @@ need_go() {
 
 # build_kvtrail: build ./bin/kvtrail from this checkout.
 build_kvtrail() {
-  echo "==> building kvtrail"
+  step "building kvtrail"
   go build -o bin/kvtrail ./cmd/kvtrail
 }
 
@@ -34,7 +40,7 @@ need_chdb() {
   local version=$1 dir=".cache/chdb/$1"
   if [ ! -s "$dir/libchdb.so" ]; then
     command -v npm >/dev/null || need_apt npm
-    echo "==> fetching libchdb.so $version (npm pack @chdb/lib-linux-x64-gnu@$version)"
+    step "fetching libchdb.so $version (npm pack @chdb/lib-linux-x64-gnu@$version)"
     local tmp
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvtrail-chdb.XXXXXX")
     (cd "$tmp" && npm pack --silent "@chdb/lib-linux-x64-gnu@$version" >/dev/null)

@@ -12,26 +12,26 @@ CHDB_VERSION=26.7.3-stable.1
 
 need_go
 need_apt clickhouse-server clickhouse-client docker-compose prometheus chromium zookeeper
-echo "==> downloading Go modules"
+step "downloading Go modules"
 go mod download
 need_chdb "$CHDB_VERSION"
 mkdir -p .cache/bin
 if [ ! -x .cache/bin/staticcheck ] || ! .cache/bin/staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
-  echo "==> installing staticcheck $STATICCHECK_VERSION"
+  step "installing staticcheck $STATICCHECK_VERSION"
   GOBIN="$PWD/.cache/bin" GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
 
-echo "==> gofmt"
+step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt needed on:" >&2; echo "$unformatted" >&2; exit 1
 fi
-echo "==> go vet"
+step "go vet"
 go vet ./...
 # The modern-engine tier's tests build only with the chdb tag (they need the
 # library); internal/chdbstore itself is in the default build.
 go vet -tags chdb ./internal/chdbstore/ ./internal/chdbtier/
-echo "==> staticcheck"
+step "staticcheck"
 .cache/bin/staticcheck ./...
 .cache/bin/staticcheck -tags chdb ./internal/chdbstore/ ./internal/chdbtier/
 
@@ -68,8 +68,9 @@ KVTRAIL_TEST_CLICKHOUSE_ADDR=$(cat "$addrfile")
 # (internal/sqlcapture) and replayed on ClickHouse 26.7 afterwards.
 export KVT_SQL_CAPTURE="$chdir/statements.jsonl"
 : >"$KVT_SQL_CAPTURE"
-echo "==> go test (ClickHouse at $KVTRAIL_TEST_CLICKHOUSE_ADDR, scratch in $scratch)"
+step "go test (ClickHouse at $KVTRAIL_TEST_CLICKHOUSE_ADDR, scratch in $scratch)"
 TMPDIR="$chdir/tmp" go test -count=1 -timeout 15m "$@" ./...
-echo "==> modern-engine tier (ClickHouse 26.7 in-process, $(wc -l <"$KVT_SQL_CAPTURE") captured statements)"
+step "modern-engine tier (ClickHouse 26.7 in-process, $(wc -l <"$KVT_SQL_CAPTURE") captured statements)"
 KVT_SQL_REPLAY="$KVT_SQL_CAPTURE" KVT_SQL_CAPTURE= \
   go test -tags chdb -count=1 -timeout 10m ./internal/chdbstore/ ./internal/chdbtier/
+step "all checks passed"
