@@ -51,7 +51,7 @@ prints lines/s for both and their ratio.`,
 					return err
 				}
 				defer os.RemoveAll(tmp)
-				if _, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: tmp}); err != nil {
+				if _, err := runSimulation(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: tmp}); err != nil {
 					return fmt.Errorf("simulate: %w", err)
 				}
 				dir = tmp
@@ -151,7 +151,7 @@ replay costs.`,
 			}
 			defer os.RemoveAll(dir)
 			w := cmd.OutOrStdout()
-			sum, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, PageSize: pageSize, OutDir: dir})
+			sum, err := runSimulation(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, PageSize: pageSize, OutDir: dir})
 			if err != nil {
 				return fmt.Errorf("simulate: %w", err)
 			}

@@ -60,7 +60,7 @@ scan for a line id (what the slow pages did before they were keyed).`,
 			} else {
 				if dir == "" {
 					dir = filepath.Join(tmp, "data")
-					sum, err := simulate.Run(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: dir})
+					sum, err := runSimulation(ctx, simulate.Config{Scenario: scenario, Seed: 1, Scale: scale, OutDir: dir})
 					if err != nil {
 						return fmt.Errorf("simulate: %w", err)
 					}

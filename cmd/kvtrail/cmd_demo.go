@@ -104,7 +104,7 @@ func (a *app) demoData(ctx context.Context, out io.Writer, dir string, scale flo
 		fmt.Fprintf(out, "==> simulating incident-2026 (scale %g) into %s\n", scale, dir)
 		tmp := dir + ".partial"
 		_ = os.RemoveAll(tmp)
-		sum, err := simulate.Run(ctx, simulate.Config{Scenario: "incident-2026", Seed: seed, Scale: scale, OutDir: tmp})
+		sum, err := runSimulation(ctx, simulate.Config{Scenario: "incident-2026", Seed: seed, Scale: scale, OutDir: tmp})
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}

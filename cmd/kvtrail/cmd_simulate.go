@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -25,8 +26,7 @@ func newSimulateCmd() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			defer simulate.TightGC()()
-			sum, err := simulate.Run(cmd.Context(), cfg)
+			sum, err := runSimulation(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -59,4 +59,12 @@ func init() {
 		c.AddCommand(newSimulateServeCmd(a))
 		return c
 	})
+}
+
+// runSimulation is simulate.Run at simulate.TightGC's GOGC, restored after:
+// every command that simulates (simulate, demo and the benches) goes
+// through it, so none holds twice a page-size-1 simulation's pools.
+func runSimulation(ctx context.Context, cfg simulate.Config) (*simulate.Summary, error) {
+	defer simulate.TightGC()()
+	return simulate.Run(ctx, cfg)
 }
