@@ -365,9 +365,10 @@ type lanePool struct {
 	// one cache line rather than one per field.
 	pages []pageState
 	// dirty is one past the highest page whose record was written: the
-	// records above it are still zero. The allocator hands out the lowest
-	// free pages, so a lane whose load never filled its pool wrote only a
-	// prefix, and only that prefix needs clearing for the next lane.
+	// records above it are still zero, and only the records below it need
+	// clearing for the next lane. With need_sort the allocator hands out
+	// the lowest free pages (the rules above), so a lane whose load never
+	// filled its pool wrote only a prefix; in any order the bound holds.
 	dirty int32
 	reqs  []*rreq    // the lane's requests, which pageState indexes
 	held  []pageList // pages each request of the lane holds, by index
