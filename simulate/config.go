@@ -64,8 +64,8 @@ func (c Config) Validate() error {
 	if c.Retractions < 0 || c.Retractions > 0.5 {
 		return fmt.Errorf("retractions %g: want a share from 0 to 0.5", c.Retractions)
 	}
-	if c.PageSize < 0 || c.PageSize > 1024 {
-		return fmt.Errorf("page size %d tokens: want 0 (default) to 1024", c.PageSize)
+	if !PageSizeOK(c.PageSize) {
+		return fmt.Errorf("page size %d tokens: want 0 (default) to %d", c.PageSize, MaxPageSize)
 	}
 	if ps := cmp.Or(c.PageSize, defaultPageSize); c.DecodePool < 0 || (c.DecodePool > 0 && c.DecodePool < 16*ps) {
 		return fmt.Errorf("decode pool %d tokens: want 0 (default) or at least %d", c.DecodePool, 16*ps)
@@ -75,6 +75,13 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// MaxPageSize is the largest page_size the simulated engines run with.
+const MaxPageSize = 1024
+
+// PageSizeOK says whether the simulator runs engines at page size ps
+// tokens (0: the default).
+func PageSizeOK(ps int) bool { return ps >= 0 && ps <= MaxPageSize }
 
 // Summary is what one run produced.
 type Summary struct {

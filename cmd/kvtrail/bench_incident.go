@@ -11,6 +11,7 @@ import (
 	"github.com/kvtrail/kvtrail/ingest"
 	"github.com/kvtrail/kvtrail/internal/bench"
 	"github.com/kvtrail/kvtrail/internal/chstore"
+	"github.com/kvtrail/kvtrail/simulate"
 )
 
 func init() { benchCommands = append(benchCommands, newBenchIncidentCmd) }
@@ -150,8 +151,8 @@ func pageSizeFlag(c *cobra.Command, ps *int) {
 // checkPageSize refuses, as a usage error, a page size the simulator
 // cannot run engines with.
 func checkPageSize(ps int) error {
-	if ps < 0 || ps > 1024 {
-		return usageError{fmt.Errorf("--page-size must be 1 to 1024 tokens, got %d", ps)}
+	if !simulate.PageSizeOK(ps) {
+		return usageError{fmt.Errorf("--page-size must be 1 to %d tokens, got %d", simulate.MaxPageSize, ps)}
 	}
 	return nil
 }
