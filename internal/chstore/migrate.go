@@ -257,31 +257,10 @@ func (m *Migrator) Up(ctx context.Context) ([]Migration, error) {
 			// Every statement is idempotent (IF NOT EXISTS, or guarded by a
 			// system.columns check), so a crash mid-migration is repaired
 			// by running it again.
-			err := m.store.ExecDDL(ctx, stmt)
-			for try := 0; try < clusterDDLRetries && clusterDDLTimedOut(stmt, err); try++ {
-				// A host has not run it yet and will in the background:
-				// asked again, the hosts run it after what they have
-				// queued, so the answer comes once the slow host caught
-				// up, and the statement is idempotent where it ran.
-				slog.Warn("an ON CLUSTER migration statement outlasted distributed_ddl_task_timeout; asking again, to wait for the slow host",
-					"migration", mg.Name, "statement", i+1)
-				err = m.store.ExecDDL(ctx, stmt)
-			}
-			for try := 0; try < migrateReconnects && retryable(ctx, err); try++ {
-				// The connection, not the server's answer, failed: the
-				// server went down or restarted while it ran the statement
-				// (on 18.16 a host whose DDL worker died is restarted).
-				// Sent again once the server is back; it is idempotent
-				// whether or not it ran.
-				slog.Warn("the connection running a migration statement failed; sending it again",
-					"migration", mg.Name, "statement", i+1, "err", err)
-				select {
-				case <-ctx.Done():
-					return ran, fmt.Errorf("migration %s statement %d: %w", mg.Name, i+1, ctx.Err())
-				case <-time.After(reconnectWait << try):
-				}
-				err = m.store.ExecDDL(ctx, stmt)
-			}
+			exec := func(ctx context.Context, stmt string) error { return m.store.ExecDDL(ctx, stmt) }
+			err := resendIdempotent(ctx, exec, stmt, func(why string, err error) {
+				slog.Warn(why, "migration", mg.Name, "statement", i+1, "err", err)
+			})
 			if err != nil {
 				if duplicateColumn(stmt, err) {
 					// 18.16 has no ADD COLUMN IF NOT EXISTS: a re-run of
@@ -547,6 +526,21 @@ func (m *Migrator) hostState(ctx context.Context, h Host, tablesOf map[uint32][]
 // not be.
 const clusterDDLRetries = 2
 
+// shardLockRetries bounds how often a migration's ON CLUSTER statement
+// is sent again after a host gave up on its shard's lock, shardLockWait
+// the wait before each (4 × 10 s, beside the server's own 10 s or so of
+// tries each time). Before ClickHouse 21.x, one replica of a shard runs an
+// ALTER of a replicated table for the shard, under a ZooKeeper lock the
+// other replicas try 20 times, up to a second apart, and then answer
+// NOT_IMPLEMENTED "Cannot enqueue replicated DDL query for a replicated
+// shard". The holder can outlast that: its ALTER waits for every active
+// replica, and a replica restarted within the ZooKeeper session timeout
+// (30 s) is read-only until its old session expires. CI saw this once,
+// after the test cluster restarted a host whose DDL worker had ended.
+const shardLockRetries = 4
+
+var shardLockWait = 10 * time.Second
+
 // migrateReconnects bounds how often a migration statement is sent again
 // after the connection running it failed, reconnectWait the first wait
 // (doubled each time, 31 s in all): a restarted server answers again
@@ -557,11 +551,73 @@ const migrateReconnects = 5
 
 var reconnectWait = time.Second
 
+// resendIdempotent runs an idempotent statement (every migration
+// statement is: IF NOT EXISTS, or guarded by a system.columns check) and
+// sends it again, within the bounds above, while it fails in a way a
+// resend can mend: an ON CLUSTER wait that ran out, a shard lock a host
+// gave up on, a connection that failed. Each kind keeps its own count, so
+// a resend that fails another way (the restarted host refuses the
+// connection, then is read-only) still gets that kind's tries. warn is
+// told each resend and why.
+func resendIdempotent(ctx context.Context, exec func(context.Context, string) error, stmt string, warn func(why string, err error)) error {
+	err := exec(ctx, stmt)
+	var timeouts, locks, reconnects int
+	for err != nil {
+		var why string
+		var wait time.Duration
+		switch {
+		case clusterDDLTimedOut(stmt, err) && timeouts < clusterDDLRetries:
+			// A host has not run it yet and will in the background:
+			// asked again, the hosts run it after what they have queued,
+			// so the answer comes once the slow host caught up, and the
+			// statement is idempotent where it ran.
+			why = "an ON CLUSTER migration statement outlasted distributed_ddl_task_timeout; asking again, to wait for the slow host"
+			timeouts++
+		case shardLockBusy(stmt, err) && locks < shardLockRetries:
+			// Another replica of the shard held its lock; asked again, the
+			// shard runs the statement once that replica is done (or its
+			// old session expired), and it is idempotent where it ran.
+			why = "a host gave up waiting for its shard's lock on an ON CLUSTER migration statement; asking again"
+			wait = shardLockWait
+			locks++
+		case retryable(ctx, err) && reconnects < migrateReconnects:
+			// The connection, not the server's answer, failed: the server
+			// went down or restarted while it ran the statement (on 18.16
+			// a host whose DDL worker died is restarted). Sent again once
+			// the server is back; it is idempotent whether or not it ran.
+			why = "the connection running a migration statement failed; sending it again"
+			wait = reconnectWait << reconnects
+			reconnects++
+		default:
+			return err
+		}
+		warn(why, err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		err = exec(ctx, stmt)
+	}
+	return nil
+}
+
 // clusterDDLTimedOut reports whether err ended an ON CLUSTER statement's
 // wait for a host that still runs it.
 func clusterDDLTimedOut(stmt string, err error) bool {
-	return err != nil && IsCode(err, CodeTimeoutExceeded) && strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ")
+	return err != nil && IsCode(err, CodeTimeoutExceeded) && onCluster(stmt)
 }
+
+// shardLockBusy reports whether a host answered an ON CLUSTER statement
+// that it could not take its shard's lock in time (see shardLockRetries).
+// The code alone is not enough: NOT_IMPLEMENTED also answers statements
+// a server cannot run at all, which a resend would not mend.
+func shardLockBusy(stmt string, err error) bool {
+	return err != nil && IsCode(err, CodeNotImplemented) && onCluster(stmt) &&
+		strings.Contains(err.Error(), "Cannot enqueue replicated DDL query")
+}
+
+func onCluster(stmt string) bool { return strings.Contains(strings.ToUpper(stmt), " ON CLUSTER ") }
 
 // duplicateColumn reports an ALTER ... ADD COLUMN that failed because the
 // column exists (ClickHouse error 44 ILLEGAL_COLUMN / 15 DUPLICATE_COLUMN).
