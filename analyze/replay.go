@@ -361,16 +361,21 @@ type lanePool struct {
 	head     int      // token, no need_sort: where free_pages starts in list
 	released pageList // release_pages (need_sort)
 	nrel     int      // len(release_pages), in pages
-	// pages holds each page's history in one record, so a write touches
-	// one cache line rather than one per field.
-	pages []pageState
-	// dirty is one past the highest page whose record was written: the
-	// records above it are still zero, and only the records below it need
-	// clearing for the next lane. With need_sort the allocator hands out
-	// the lowest free pages (the rules above), so a lane whose load never
-	// filled its pool wrote only a prefix; in any order the bound holds.
+	// pages holds each page's last decode-growth write; pieceOf names,
+	// per page, the claim piece that took it since (0: none, the record
+	// is the page's state); pieces are the claims (see claim).
+	pages   []pageState
+	pieceOf []uint32
+	pieces  []piece
+	derived [4][2]uint32 // claim's recent (old piece, new piece) pairs
+	// dirty is one past the highest page whose record or piece was
+	// written: the records above it are still zero, and only the records
+	// below it need clearing for the next lane. With need_sort the
+	// allocator hands out the lowest free pages (the rules above), so a
+	// lane whose load never filled its pool wrote only a prefix; in any
+	// order the bound holds.
 	dirty int32
-	reqs  []*rreq    // the lane's requests, which pageState indexes
+	reqs  []*rreq    // the lane's requests, which records and pieces index
 	held  []pageList // pages each request of the lane holds, by index
 	holds []bool     // whether it holds pages (it may hold none)
 	buf   pageList   // scratch for next(k, false)
@@ -388,18 +393,76 @@ type lanePool struct {
 	kept, keepMax int
 }
 
-// pageState is what the replay knows of one page. Requests are named by
-// their index in the lane plus one (0 = none), a write by that index with
-// outBit set when it was generated output: 12 bytes a page, so the
-// per-page passes of an allocation touch a quarter of the memory they did
-// with rooms and line ids (a writer's line is its Receive line, found from
-// the index). A lane holds a record per page of its pool in each order it
-// replays, so at a page size of one token they are most of a replay's
-// memory (3,145,728 pages a rank: 38 MB at 12 bytes, 50 at 16).
+// pageState is a page's last write by decode growth: the request that
+// wrote it (its index in the lane plus one, 0 = none, | outBit: growth
+// writes output) and the write before it. Growth makes the request the
+// page's holder too. A prompt's claim does not write the record (see
+// claim): a page's record and its piece together are its state, the
+// request it was last handed to (holder), its last write and the write
+// before. Requests are named by index, not room, so a record is 8 bytes
+// and a piece id 4: a lane holds both for each page of its pool in each
+// order it replays, so at a page size of one token they are most of a
+// replay's memory (3,145,728 pages a rank: 38 MB).
 type pageState struct {
-	w      uint32 // request that last wrote the page, | outBit
-	prevW  uint32 // the write before the current holder wrote
-	holder int32  // request the page was last handed to
+	w     uint32 // request that last grew into the page, | outBit
+	prevW uint32 // the write before that growth
+}
+
+// piece is one claim of a run of pages (a prompt's, or the part of it the
+// request does not write) over what the pages held before, which it names
+// as an expression per field (before1 the write before the claim, before2
+// the one before that): a write, or recW / recPrevW, the page's record.
+// While a page is a piece's, its record does not change (growth takes the
+// page back from the piece), so the expression's value is fixed per page.
+// A claim of pages whose pieces share an expression (a prompt is a run or
+// a few, taken from what one or a few claims left) writes one piece id a
+// page, where a record a page took three fields read and written: at a
+// page size of one token a prompt is some 20,000 pages, and those records
+// were most of a replay's time.
+type piece struct {
+	holder           int32 // the claiming request, its index plus one
+	own              bool  // it wrote its prompt into the pages
+	before1, before2 uint32
+}
+
+// recW and recPrevW, as a piece's before1 or before2, stand for the
+// page's record's w and prevW. No request index reaches them (compaction
+// keeps a lane's requests far below 1<<31).
+const (
+	recW     uint32 = 1<<31 - 1
+	recPrevW uint32 = 1<<31 - 2
+)
+
+func (r pageState) eval(x uint32) uint32 {
+	switch x {
+	case recW:
+		return r.w
+	case recPrevW:
+		return r.prevW
+	}
+	return x
+}
+
+// state is page q's holder, last write and the write before it.
+func (p *lanePool) state(q int32) (holder int32, w, prevW uint32) {
+	r := p.pages[q]
+	k := p.pieceOf[q]
+	if k == 0 {
+		return int32(r.w &^ outBit), r.w, r.prevW
+	}
+	c := &p.pieces[k]
+	if c.own {
+		return c.holder, written(c.holder, false), r.eval(c.before1)
+	}
+	return c.holder, r.eval(c.before1), r.eval(c.before2)
+}
+
+// holder is state's holder alone.
+func (p *lanePool) holder(q int32) int32 {
+	if k := p.pieceOf[q]; k != 0 {
+		return p.pieces[k].holder
+	}
+	return int32(p.pages[q].w &^ outBit)
 }
 
 // outBit marks a write of generated output (a lane holds far fewer than
@@ -413,36 +476,39 @@ func written(i int32, output bool) uint32 {
 	return uint32(i)
 }
 
-// writer and out are the page's last write: its request and whether it
-// was output; prevWriter and prevOut the write before.
-func (s *pageState) writer() int32     { return int32(s.w &^ outBit) }
-func (s *pageState) out() bool         { return s.w&outBit != 0 }
-func (s *pageState) prevWriter() int32 { return int32(s.prevW &^ outBit) }
-func (s *pageState) prevOut() bool     { return s.prevW&outBit != 0 }
+// writerOf and isOut split a write into its request and whether it was
+// output.
+func writerOf(w uint32) int32 { return int32(w &^ outBit) }
+func isOut(w uint32) bool     { return w&outBit != 0 }
 
 // pageStates recycles the per-page records between lanes and orders: a
 // lane of a large pool needs megabytes of them, and allocating them afresh
 // for each made the collector run (and scan the whole dataset) more often.
 var pageStates sync.Pool
 
-// pageBuf is a recycled record slice; its records from dirty on are zero.
+// pageBuf is a recycled pair of record and piece-id slices; from dirty
+// on they are zero.
 type pageBuf struct {
-	recs  []pageState
-	dirty int32
+	recs    []pageState
+	pieceOf []uint32
+	dirty   int32
 }
 
 func newLanePool(n, ps int, sorted bool) *lanePool {
 	var pages []pageState
+	var pieceOf []uint32
 	if b, ok := pageStates.Get().(*pageBuf); ok && cap(b.recs) >= n+1 {
 		// Only what the last lane wrote: clearing a whole pool's records
 		// for each lane was an eighth of an analysis at a page size of
 		// one token.
 		clear(b.recs[:b.dirty])
-		pages = b.recs[:n+1]
+		clear(b.pieceOf[:b.dirty])
+		pages, pieceOf = b.recs[:n+1], b.pieceOf[:n+1]
 	} else {
-		pages = make([]pageState, n+1)
+		pages, pieceOf = make([]pageState, n+1), make([]uint32, n+1)
 	}
-	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, keepMax: n + 512}
+	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, pieceOf: pieceOf,
+		pieces: make([]piece, 1, 64), keepMax: n + 512}
 	if sorted {
 		// Pages 1..n free, a word at a time (page 0 is SGLang's padding).
 		p.bits = make([]uint64, (n+1+63)/64)
@@ -649,24 +715,134 @@ func (p *lanePool) takeOne(short bool) (int32, bool) {
 }
 
 // claim hands pages to request ri and records it as the writer of its
-// prompt in the first own of them: holder and write in one pass, where
-// two passes read each page's record twice (at a page size of one token
-// a prompt is thousands of records, most of a replay's memory traffic).
+// prompt in the first own of them. Each run of pages becomes the claim's
+// pieces, one per expression of what the pages held before (mostly one
+// a claim): a piece id written a page.
 func (p *lanePool) claim(pages pageList, own int, ri int32) {
-	w := written(ri+1, false)
+	p.derived = [4][2]uint32{}
 	for _, s := range pages {
 		p.dirty = max(p.dirty, s.first+s.n)
-		recs := p.pages[s.first : s.first+s.n]
-		k := min(own, len(recs))
-		for i := range recs[:k] {
-			st := &recs[i]
-			st.holder = ri + 1
-			st.prevW, st.w = st.w, w
+		k := int32(min(own, int(s.n)))
+		p.claimRun(s.first, s.first+k, true, ri+1)
+		p.claimRun(s.first+k, s.first+s.n, false, ri+1)
+		own -= int(k)
+	}
+}
+
+// claimRun claims pages [a, b) for holder, written into when own.
+func (p *lanePool) claimRun(a, b int32, own bool, holder int32) {
+	ids := p.pieceOf[a:b]
+	last, next := ^uint32(0), uint32(0)
+	for i, k := range ids {
+		if k != last {
+			last, next = k, p.derive(k, own, holder)
 		}
-		for i := range recs[k:] {
-			recs[k+i].holder = ri + 1
+		ids[i] = next
+	}
+}
+
+// derive is the piece a claim by holder makes of pages that were piece
+// old's (0: their records'): the same for every page of old, so it is made
+// once per claim (derived keeps the claim's last few).
+func (p *lanePool) derive(old uint32, own bool, holder int32) uint32 {
+	key := old
+	if own {
+		key |= 1 << 31 // a claim's own and other pages differ
+	}
+	for _, d := range p.derived {
+		if d[0] == key && d[1] != 0 {
+			return d[1]
 		}
-		own -= k
+	}
+	c := piece{holder: holder, own: own, before1: recW, before2: recPrevW}
+	if old != 0 {
+		prev := &p.pieces[old]
+		if prev.own {
+			c.before1, c.before2 = written(prev.holder, false), prev.before1
+		} else {
+			c.before1, c.before2 = prev.before1, prev.before2
+		}
+	}
+	// Old pieces that differ only in what is now two writes back make
+	// the same piece: one id for them, or a region would keep the
+	// boundaries of every claim it ever had, a piece each.
+	id := uint32(0)
+	for _, d := range p.derived {
+		if d[1] != 0 && p.pieces[d[1]] == c {
+			id = d[1]
+			break
+		}
+	}
+	if id == 0 {
+		id = uint32(len(p.pieces))
+		p.pieces = append(p.pieces, c)
+	}
+	copy(p.derived[1:], p.derived[:3])
+	p.derived[0] = [2]uint32{key, id}
+	return id
+}
+
+// grow hands page q to request ri as its next decode page, which it
+// writes output into: the page leaves its piece, if any.
+func (p *lanePool) grow(q int32, ri int32) {
+	var w uint32
+	if k := p.pieceOf[q]; k != 0 && p.pieces[k].own {
+		// Mostly so: the record is not read, only written (its line
+		// need not be waited for), where the piece ids around q are at
+		// hand from the claims just before.
+		w = written(p.pieces[k].holder, false)
+	} else {
+		_, w, _ = p.state(q)
+	}
+	p.pages[q] = pageState{w: written(ri+1, true), prevW: w}
+	p.pieceOf[q] = 0
+	p.dirty = max(p.dirty, q+1)
+}
+
+// refs calls page with every request a page's state names: its holder,
+// last write and the write before (lane compaction keeps those).
+func (p *lanePool) refs(page func(int32)) {
+	for q := range p.dirty { // the rest are zero
+		h, w, prev := p.state(q)
+		page(h)
+		page(writerOf(w))
+		page(writerOf(prev))
+	}
+}
+
+// renumber renames the requests the pages name after lane compaction
+// (ref maps an index plus one to its new one, 0 for a request dropped),
+// and drops the pieces no page is in. A record under a piece may name a
+// dropped request: only the piece's expressions read it, and refs kept
+// every request they evaluate to.
+func (p *lanePool) renumber(ref func(int32) int32) {
+	rename := func(w uint32) uint32 {
+		if w == recW || w == recPrevW {
+			return w
+		}
+		return written(ref(writerOf(w)), isOut(w))
+	}
+	ids := make([]uint32, len(p.pieces))
+	for _, k := range p.pieceOf[:p.dirty] {
+		ids[k] = 1 // in use
+	}
+	ids[0] = 0 // a page in no piece stays in none
+	n := uint32(1)
+	for k := 1; k < len(p.pieces); k++ {
+		if ids[k] == 0 {
+			continue
+		}
+		c := p.pieces[k]
+		c.holder = ref(c.holder)
+		c.before1, c.before2 = rename(c.before1), rename(c.before2)
+		p.pieces[n], ids[k] = c, n
+		n++
+	}
+	p.pieces = p.pieces[:n]
+	for q := range p.dirty {
+		p.pieceOf[q] = ids[p.pieceOf[q]]
+		r := &p.pages[q]
+		r.w, r.prevW = rename(r.w), rename(r.prevW)
 	}
 }
 
@@ -682,13 +858,17 @@ func (p *lanePool) tally(m map[uint64]*SourcePages, pages pageList, skip int, se
 		begun bool
 	)
 	for _, run := range pages {
-		recs := p.pages[run.first : run.first+run.n]
-		if skip >= len(recs) {
-			skip -= len(recs)
+		if skip >= int(run.n) {
+			skip -= int(run.n)
 			continue
 		}
-		for _, st := range recs[skip:] {
-			w := st.w
+		for q := run.first + int32(skip); q < run.first+run.n; q++ {
+			var w uint32
+			if k := p.pieceOf[q]; k != 0 && p.pieces[k].own {
+				w = written(p.pieces[k].holder, false) // no record to read
+			} else {
+				_, w, _ = p.state(q)
+			}
 			if !begun || w != last {
 				begun, last = true, w
 				s = sourcePages(m, p.room(int32(w&^outBit)), p.line(int32(w&^outBit)), self)
@@ -802,7 +982,7 @@ func newLaneRun(npages, ps int, sorted bool, ask *replayAsk) *laneRun {
 // back (nothing returned points into them); a pointer to the pool's own
 // field would keep the whole lane alive.
 func (lr *laneRun) close() {
-	pageStates.Put(&pageBuf{recs: lr.p.pages, dirty: lr.p.dirty})
+	pageStates.Put(&pageBuf{recs: lr.p.pages, pieceOf: lr.p.pieceOf, dirty: lr.p.dirty})
 	lr.p = nil
 }
 
@@ -896,18 +1076,15 @@ func (lr *laneRun) step(reqs []*rreq, o op) bool {
 		if !ok {
 			return true
 		}
-		st := &p.pages[q]
 		if r.asked {
 			if hs, ok := lr.held[r.room]; ok {
-				if h := p.req(st.holder); h != nil && h.room != r.room && h.of && !slices.Contains(hs, h.room) {
+				if h := p.req(p.holder(q)); h != nil && h.room != r.room && h.of && !slices.Contains(hs, h.room) {
 					lr.held[r.room] = append(hs, h.room)
 				}
 			}
 		}
-		st.holder = o.ri + 1
-		p.dirty = max(p.dirty, q+1)
+		p.grow(q, o.ri)
 		p.held[o.ri] = pg.appendPage(q)
-		st.prevW, st.w = st.w, written(o.ri+1, true)
 	case opFree:
 		if p.holds[o.ri] {
 			p.release(p.held[o.ri])
@@ -928,7 +1105,7 @@ func (lr *laneRun) noteHolders(room uint64, pg pageList) {
 	last := int32(-1)
 	add := func(q int32) {
 		// Pages come in runs of one holder: look each run up once.
-		i := p.pages[q].holder
+		i := p.holder(q)
 		if i == last {
 			return
 		}
@@ -959,9 +1136,9 @@ func markRecentNeighbours(p *lanePool, vr *VictimReplay, victim uint64, own page
 	}
 	lo := own.head()
 	for q := max(int32(1), lo-replaySlack); q < lo; q++ {
-		st := &p.pages[q]
-		addWriter(vr.Possible, p.room(st.prevWriter()), st.prevOut(), p.line(st.prevWriter()), victim)
-		addWriter(vr.Possible, p.room(st.writer()), st.out(), p.line(st.writer()), victim)
+		_, w, prev := p.state(q)
+		addWriter(vr.Possible, p.room(writerOf(prev)), isOut(prev), p.line(writerOf(prev)), victim)
+		addWriter(vr.Possible, p.room(writerOf(w)), isOut(w), p.line(writerOf(w)), victim)
 	}
 }
 

@@ -470,11 +470,7 @@ func (ls *laneStream) compact() {
 		}
 	}
 	for _, lr := range ls.runs {
-		for _, st := range lr.p.pages[:lr.p.dirty] {
-			page(st.writer())
-			page(st.prevWriter())
-			page(st.holder)
-		}
+		lr.p.refs(page)
 		for _, q := range lr.queue {
 			live[q.ri] = true
 		}
@@ -510,12 +506,7 @@ func (ls *laneStream) compact() {
 	}
 	for _, lr := range ls.runs {
 		p := lr.p
-		for k := range p.pages[:p.dirty] { // the rest are zero
-			st := &p.pages[k]
-			st.w = written(ref(st.writer()), st.out())
-			st.prevW = written(ref(st.prevWriter()), st.prevOut())
-			st.holder = ref(st.holder)
-		}
+		p.renumber(ref)
 		for k := range lr.queue {
 			lr.queue[k].ri = remap[lr.queue[k].ri]
 		}

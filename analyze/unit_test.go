@@ -179,14 +179,89 @@ func TestLanePoolRecyclesCleanRecords(t *testing.T) {
 		small.close()
 		again := newLaneRun(100, 1, true, &replayAsk{})
 		for q, st := range again.p.pages {
-			if st != (pageState{}) {
-				t.Fatalf("page %d of a new lane holds %+v from an earlier lane", q, st)
+			if st != (pageState{}) || again.p.pieceOf[q] != 0 {
+				t.Fatalf("page %d of a new lane holds %+v (piece %d) from an earlier lane", q, st, again.p.pieceOf[q])
 			}
 		}
 		again.close()
 	}
 	if reused == 0 {
 		t.Fatal("no lane reused an earlier lane's records; the test checked nothing")
+	}
+}
+
+// TestLanePoolPiecesMatchPageRecords: a page's state read from its
+// record and piece (claim, growth, lane compaction's renumbering) is
+// what a record a page written at every claim holds, the replay's model
+// before pieces: for every page, after every operation of random claims
+// (runs, own and not), growth and renumberings.
+func TestLanePoolPiecesMatchPageRecords(t *testing.T) {
+	const n, reqs = 120, 40
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 54))
+		p := newLanePool(n, 1, true)
+		holder := make([]int32, n+1)
+		w, prevW := make([]uint32, n+1), make([]uint32, n+1)
+		check := func(step int, what string) {
+			t.Helper()
+			for q := int32(0); q <= n; q++ {
+				h, gw, gp := p.state(q)
+				if h != holder[q] || gw != w[q] || gp != prevW[q] || p.holder(q) != h {
+					t.Fatalf("seed %d step %d (%s): page %d is (holder %d, w %#x, prev %#x), want (%d, %#x, %#x)",
+						seed, step, what, q, h, gw, gp, holder[q], w[q], prevW[q])
+				}
+			}
+		}
+		for step := range 400 {
+			switch op := rng.IntN(10); {
+			case op < 5: // a claim: up to three disjoint runs, own a prefix
+				var pages pageList
+				used := make([]bool, n+2)
+				for range 1 + rng.IntN(3) {
+					a := int32(1 + rng.IntN(n))
+					k := int32(1 + rng.IntN(40))
+					for ; k > 0 && a <= n && !used[a]; a, k = a+1, k-1 {
+						used[a] = true
+						pages = append(pages, span{a, 1})
+					}
+				}
+				var merged pageList
+				for _, s := range pages {
+					merged = merged.appendRun(s.first, s.n)
+				}
+				own, ri := rng.IntN(merged.count()+1), int32(rng.IntN(reqs))
+				p.claim(merged, own, ri)
+				for i, q := range merged.pages() {
+					holder[q] = ri + 1
+					if i < own {
+						prevW[q], w[q] = w[q], written(ri+1, false)
+					}
+				}
+				check(step, fmt.Sprintf("claim %v own %d by %d", merged, own, ri))
+			case op < 9: // growth into one page
+				q, ri := int32(1+rng.IntN(n)), int32(rng.IntN(reqs))
+				p.grow(q, ri)
+				holder[q], prevW[q], w[q] = ri+1, w[q], written(ri+1, true)
+				check(step, fmt.Sprintf("grow %d by %d", q, ri))
+			default: // compaction renames every request (a reversal)
+				ref := func(i int32) int32 {
+					if i == 0 {
+						return 0
+					}
+					return reqs + 1 - i
+				}
+				p.renumber(ref)
+				for q := range holder {
+					holder[q] = ref(holder[q])
+					w[q] = written(ref(writerOf(w[q])), isOut(w[q]))
+					prevW[q] = written(ref(writerOf(prevW[q])), isOut(prevW[q]))
+				}
+				check(step, "renumber")
+				if len(p.pieces) > n+1 {
+					t.Fatalf("seed %d: %d pieces kept for %d pages", seed, len(p.pieces), n)
+				}
+			}
+		}
 	}
 }
 
