@@ -57,8 +57,12 @@ func testIncidentBenchmark(t *testing.T, twoCommands bool, pageSize int, want []
 	}
 	for i, p := range res.Phases {
 		t.Logf("phase %s: %s, peak RSS %d MB, peak live heap %d MB", p.Name, p.Duration, p.PeakRSS>>20, p.PeakLive>>20)
-		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 || p.PeakLive == 0 || p.PeakLive > p.PeakRSS {
-			t.Errorf("phase %d = %+v, want %s with a time, a peak RSS and a peak live heap within it", i, p, want[i])
+		// The live heap can exceed RSS: it counts memory allocated and
+		// never written, which the OS has not made resident (at page size
+		// 1 the replay's per-page growth records, which only growth
+		// writes). Four times is far from a unit mistake's 1024.
+		if p.Name != want[i] || p.Duration <= 0 || p.PeakRSS == 0 || p.PeakLive == 0 || p.PeakLive > 4*p.PeakRSS {
+			t.Errorf("phase %d = %+v, want %s with a time, a peak RSS and a peak live heap of its order", i, p, want[i])
 		}
 	}
 	analyzePhase := res.Phases[len(want)-2]
