@@ -529,9 +529,11 @@ const clusterDDLRetries = 2
 // shardLockRetries bounds how often a migration's ON CLUSTER statement
 // is sent again after a host gave up on its shard's lock, shardLockWait
 // the wait before each (4 × 10 s, beside the server's own 10 s or so of
-// tries each time). Before ClickHouse 21.x, one replica of a shard runs an
-// ALTER of a replicated table for the shard, under a ZooKeeper lock the
-// other replicas try 20 times, up to a second apart, and then answer
+// tries each time). In ClickHouse 18.16 (DDLWorker::processTaskAlter,
+// dbms/src/Interpreters/DDLWorker.cpp, ClickHouse/ClickHouse at 86af5fc0;
+// later versions were not checked) one replica of a shard runs an ALTER
+// of a replicated table for the shard, under a ZooKeeper lock the other
+// replicas try 20 times, up to a second apart, and then answer
 // NOT_IMPLEMENTED "Cannot enqueue replicated DDL query for a replicated
 // shard". The holder can outlast that: its ALTER waits for every active
 // replica, and a replica restarted within the ZooKeeper session timeout

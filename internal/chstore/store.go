@@ -468,7 +468,8 @@ func IsCode(err error, code int32) bool {
 // Server error codes kvtrail branches on.
 const (
 	// CodeNotImplemented is also what a replica of a shard answers when it
-	// gave up on the shard's lock for an ON CLUSTER ALTER (before 21.x).
+	// gave up on the shard's lock for an ON CLUSTER ALTER (18.16; see
+	// shardLockRetries).
 	CodeNotImplemented     int32 = 48
 	CodeTableAlreadyExists int32 = 57
 	CodeUnknownTable       int32 = 60
