@@ -420,9 +420,9 @@ type pageState struct {
 // page size of one token a prompt is some 20,000 pages, and those records
 // were most of a replay's time.
 type piece struct {
-	holder           int32 // the claiming request, its index plus one
-	own              bool  // it wrote its prompt into the pages
-	before1, before2 uint32
+	holder           int32  // the claiming request, its index plus one
+	own              bool   // it wrote its prompt into the pages
+	before1, before2 uint32 // before2 is 0 in an own piece: nothing reads it
 }
 
 // recW and recPrevW, as a piece's before1 or before2, stand for the
@@ -763,8 +763,13 @@ func (p *lanePool) derive(old uint32, own bool, holder int32) uint32 {
 			c.before1, c.before2 = prev.before1, prev.before2
 		}
 	}
-	// Old pieces that differ only in what is now two writes back make
-	// the same piece: one id for them, or a region would keep the
+	if own {
+		// An own piece's state is its write and the one before
+		// (before1): what was two writes back is gone.
+		c.before2 = 0
+	}
+	// Old pieces that differ only in what this claim forgets make the
+	// same piece: one id for them, or a region would keep the
 	// boundaries of every claim it ever had, a piece each.
 	id := uint32(0)
 	for _, d := range p.derived {
