@@ -361,10 +361,13 @@ type lanePool struct {
 	head     int      // token, no need_sort: where free_pages starts in list
 	released pageList // release_pages (need_sort)
 	nrel     int      // len(release_pages), in pages
-	// pages holds each page's last decode-growth write; pieceOf names,
-	// per page, the claim piece that took it since (0: none, the record
-	// is the page's state); pieces are the claims (see claim).
+	// pages holds each page's last decode-growth write; the claim piece
+	// that took a page since (0: none, the record is the page's state)
+	// is blk's entry for its block of blockPages pages, or pieceOf's
+	// for the page when that entry is mixed (see pieceAt); pieces are
+	// the claims (see claim).
 	pages   []pageState
+	blk     []uint32
 	pieceOf []uint32
 	pieces  []piece
 	derived [4][2]uint32 // claim's recent (old piece, new piece) pairs
@@ -443,10 +446,55 @@ func (r pageState) eval(x uint32) uint32 {
 	return x
 }
 
+// A claim names its pieces a block of blockPages pages at a time where
+// every page of the block is in one piece, and a page at a time only in
+// blocks whose pages differ (mixed). A claim at a page size of one token
+// is a few runs of some 10,000 pages (two runs a claim over a scale-1
+// incident, 99% of the full blocks claimed already in one piece), so it
+// writes an id a block instead of a page: the id a page was most of the
+// replay's memory traffic. Growth, a page at a time, splits the block it
+// lands in; its pages are mostly next to each other, so a split serves
+// a block of them.
+const (
+	blockShift = 6
+	blockPages = 1 << blockShift
+	mixed      = ^uint32(0)
+)
+
+// pieceAt is the piece page q is in (0: none).
+func (p *lanePool) pieceAt(q int32) uint32 {
+	if k := p.blk[q>>blockShift]; k != mixed {
+		return k
+	}
+	return p.pieceOf[q]
+}
+
+// split gives block b's pages their piece a page at a time.
+func (p *lanePool) split(b int32) {
+	if k := p.blk[b]; k != mixed {
+		ids := p.pieceOf[b<<blockShift:][:blockPages]
+		for i := range ids {
+			ids[i] = k
+		}
+		p.blk[b] = mixed
+	}
+}
+
+// settle makes block b one piece again when its pages are in one.
+func (p *lanePool) settle(b int32) {
+	ids := p.pieceOf[b<<blockShift:][:blockPages]
+	for _, k := range ids[1:] {
+		if k != ids[0] {
+			return
+		}
+	}
+	p.blk[b] = ids[0]
+}
+
 // state is page q's holder, last write and the write before it.
 func (p *lanePool) state(q int32) (holder int32, w, prevW uint32) {
 	r := p.pages[q]
-	k := p.pieceOf[q]
+	k := p.pieceAt(q)
 	if k == 0 {
 		return int32(r.w &^ outBit), r.w, r.prevW
 	}
@@ -459,7 +507,7 @@ func (p *lanePool) state(q int32) (holder int32, w, prevW uint32) {
 
 // holder is state's holder alone.
 func (p *lanePool) holder(q int32) int32 {
-	if k := p.pieceOf[q]; k != 0 {
+	if k := p.pieceAt(q); k != 0 {
 		return p.pieces[k].holder
 	}
 	return int32(p.pages[q].w &^ outBit)
@@ -486,28 +534,33 @@ func isOut(w uint32) bool     { return w&outBit != 0 }
 // for each made the collector run (and scan the whole dataset) more often.
 var pageStates sync.Pool
 
-// pageBuf is a recycled pair of record and piece-id slices; from dirty
-// on they are zero.
+// pageBuf is a recycled set of record and piece-id slices; from dirty on
+// the records and blocks are zero (a page's own piece id is read only in
+// a mixed block, which split wrote first).
 type pageBuf struct {
-	recs    []pageState
-	pieceOf []uint32
-	dirty   int32
+	recs         []pageState
+	blk, pieceOf []uint32
+	dirty        int32
 }
+
+// blocks is how many blocks cover pages 0..n-1.
+func blocks(n int) int { return (n + blockPages - 1) >> blockShift }
 
 func newLanePool(n, ps int, sorted bool) *lanePool {
 	var pages []pageState
-	var pieceOf []uint32
-	if b, ok := pageStates.Get().(*pageBuf); ok && cap(b.recs) >= n+1 {
+	var blk, pieceOf []uint32
+	nb := blocks(n + 1)
+	if b, ok := pageStates.Get().(*pageBuf); ok && cap(b.recs) >= n+1 && cap(b.blk) >= nb && cap(b.pieceOf) >= nb*blockPages {
 		// Only what the last lane wrote: clearing a whole pool's records
 		// for each lane was an eighth of an analysis at a page size of
 		// one token.
 		clear(b.recs[:b.dirty])
-		clear(b.pieceOf[:b.dirty])
-		pages, pieceOf = b.recs[:n+1], b.pieceOf[:n+1]
+		clear(b.blk[:blocks(int(b.dirty))])
+		pages, blk, pieceOf = b.recs[:n+1], b.blk[:nb], b.pieceOf[:nb*blockPages]
 	} else {
-		pages, pieceOf = make([]pageState, n+1), make([]uint32, n+1)
+		pages, blk, pieceOf = make([]pageState, n+1), make([]uint32, nb), make([]uint32, nb*blockPages)
 	}
-	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, pieceOf: pieceOf,
+	p := &lanePool{ps: ps, needSort: sorted, token: ps == 1, pages: pages, blk: blk, pieceOf: pieceOf,
 		pieces: make([]piece, 1, 64), keepMax: n + 512}
 	if sorted {
 		// Pages 1..n free, a word at a time (page 0 is SGLang's padding).
@@ -729,15 +782,33 @@ func (p *lanePool) claim(pages pageList, own int, ri int32) {
 	}
 }
 
-// claimRun claims pages [a, b) for holder, written into when own.
+// claimRun claims pages [a, b) for holder, written into when own: a
+// block in one piece at a time, the pages of the rest.
 func (p *lanePool) claimRun(a, b int32, own bool, holder int32) {
-	ids := p.pieceOf[a:b]
-	last, next := ^uint32(0), uint32(0)
-	for i, k := range ids {
-		if k != last {
-			last, next = k, p.derive(k, own, holder)
+	last, next := mixed, uint32(0)
+	for a < b {
+		blk := a >> blockShift
+		end := min(b, (blk+1)<<blockShift)
+		if k := p.blk[blk]; k != mixed {
+			if end-a == blockPages {
+				if k != last {
+					last, next = k, p.derive(k, own, holder)
+				}
+				p.blk[blk] = next
+				a = end
+				continue
+			}
+			p.split(blk)
 		}
-		ids[i] = next
+		ids := p.pieceOf[a:end]
+		for i, k := range ids {
+			if k != last {
+				last, next = k, p.derive(k, own, holder)
+			}
+			ids[i] = next
+		}
+		p.settle(blk)
+		a = end
 	}
 }
 
@@ -791,7 +862,8 @@ func (p *lanePool) derive(old uint32, own bool, holder int32) uint32 {
 // writes output into: the page leaves its piece, if any.
 func (p *lanePool) grow(q int32, ri int32) {
 	var w uint32
-	if k := p.pieceOf[q]; k != 0 && p.pieces[k].own {
+	k := p.pieceAt(q)
+	if k != 0 && p.pieces[k].own {
 		// Mostly so: the record is not read, only written (its line
 		// need not be waited for), where the piece ids around q are at
 		// hand from the claims just before.
@@ -800,7 +872,16 @@ func (p *lanePool) grow(q int32, ri int32) {
 		_, w, _ = p.state(q)
 	}
 	p.pages[q] = pageState{w: written(ri+1, true), prevW: w}
-	p.pieceOf[q] = 0
+	if k != 0 {
+		b := q >> blockShift
+		p.split(b)
+		p.pieceOf[q] = 0
+		if q&(blockPages-1) == blockPages-1 {
+			// Growth takes the lowest free page: a block whose last
+			// page it took is often all growth, in no piece.
+			p.settle(b)
+		}
+	}
 	p.dirty = max(p.dirty, q+1)
 }
 
@@ -828,8 +909,15 @@ func (p *lanePool) renumber(ref func(int32) int32) {
 		return written(ref(writerOf(w)), isOut(w))
 	}
 	ids := make([]uint32, len(p.pieces))
-	for _, k := range p.pieceOf[:p.dirty] {
-		ids[k] = 1 // in use
+	nb := blocks(int(p.dirty))
+	for b, k := range p.blk[:nb] {
+		if k != mixed {
+			ids[k] = 1 // in use
+			continue
+		}
+		for _, k := range p.pieceOf[b<<blockShift:][:blockPages] {
+			ids[k] = 1
+		}
 	}
 	ids[0] = 0 // a page in no piece stays in none
 	n := uint32(1)
@@ -844,8 +932,17 @@ func (p *lanePool) renumber(ref func(int32) int32) {
 		n++
 	}
 	p.pieces = p.pieces[:n]
+	for b, k := range p.blk[:nb] {
+		if k != mixed {
+			p.blk[b] = ids[k]
+			continue
+		}
+		pg := p.pieceOf[b<<blockShift:][:blockPages]
+		for i, k := range pg {
+			pg[i] = ids[k]
+		}
+	}
 	for q := range p.dirty {
-		p.pieceOf[q] = ids[p.pieceOf[q]]
 		r := &p.pages[q]
 		r.w, r.prevW = rename(r.w), rename(r.prevW)
 	}
@@ -867,10 +964,16 @@ func (p *lanePool) tally(m map[uint64]*SourcePages, pages pageList, skip int, se
 			skip -= int(run.n)
 			continue
 		}
-		for q := run.first + int32(skip); q < run.first+run.n; q++ {
+		end := run.first + run.n
+		for q := run.first + int32(skip); q < end; {
+			// A block in one own piece is one write: counted at once.
+			n := int32(1)
 			var w uint32
-			if k := p.pieceOf[q]; k != 0 && p.pieces[k].own {
+			if k := p.pieceAt(q); k != 0 && p.pieces[k].own {
 				w = written(p.pieces[k].holder, false) // no record to read
+				if q&(blockPages-1) == 0 && end-q >= blockPages && p.blk[q>>blockShift] == k {
+					n = blockPages
+				}
 			} else {
 				_, w, _ = p.state(q)
 			}
@@ -881,10 +984,11 @@ func (p *lanePool) tally(m map[uint64]*SourcePages, pages pageList, skip int, se
 			switch {
 			case s == nil:
 			case w&outBit != 0:
-				s.Output++
+				s.Output += int(n)
 			default:
-				s.Prompt++
+				s.Prompt += int(n)
 			}
+			q += n
 		}
 		skip = 0
 	}
@@ -987,7 +1091,7 @@ func newLaneRun(npages, ps int, sorted bool, ask *replayAsk) *laneRun {
 // back (nothing returned points into them); a pointer to the pool's own
 // field would keep the whole lane alive.
 func (lr *laneRun) close() {
-	pageStates.Put(&pageBuf{recs: lr.p.pages, pieceOf: lr.p.pieceOf, dirty: lr.p.dirty})
+	pageStates.Put(&pageBuf{recs: lr.p.pages, blk: lr.p.blk, pieceOf: lr.p.pieceOf, dirty: lr.p.dirty})
 	lr.p = nil
 }
 

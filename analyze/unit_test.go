@@ -7,7 +7,9 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,8 +181,8 @@ func TestLanePoolRecyclesCleanRecords(t *testing.T) {
 		small.close()
 		again := newLaneRun(100, 1, true, &replayAsk{})
 		for q, st := range again.p.pages {
-			if st != (pageState{}) || again.p.pieceOf[q] != 0 {
-				t.Fatalf("page %d of a new lane holds %+v (piece %d) from an earlier lane", q, st, again.p.pieceOf[q])
+			if st != (pageState{}) || again.p.pieceAt(int32(q)) != 0 {
+				t.Fatalf("page %d of a new lane holds %+v (piece %d) from an earlier lane", q, st, again.p.pieceAt(int32(q)))
 			}
 		}
 		again.close()
@@ -194,12 +196,26 @@ func TestLanePoolRecyclesCleanRecords(t *testing.T) {
 // record and piece (claim, growth, lane compaction's renumbering) is
 // what a record a page written at every claim holds, the replay's model
 // before pieces: for every page, after every operation of random claims
-// (runs, own and not), growth and renumberings.
+// (runs, own and not), growth and renumberings. The larger pool's runs
+// cover whole blocks, in one piece and mixed, and its growth fills
+// them.
 func TestLanePoolPiecesMatchPageRecords(t *testing.T) {
-	const n, reqs = 120, 40
+	for _, c := range []struct{ n, run int }{{120, 40}, {700, 300}} {
+		t.Run(fmt.Sprintf("pool %d runs %d", c.n, c.run), func(t *testing.T) {
+			testPiecesMatchRecords(t, int32(c.n), c.run)
+		})
+	}
+}
+
+func testPiecesMatchRecords(t *testing.T, n int32, run int) {
+	const reqs = 40
+	blocksSeen := 0
 	for seed := range uint64(30) {
 		rng := rand.New(rand.NewPCG(seed, 54))
-		p := newLanePool(n, 1, true)
+		p := newLanePool(int(n), 1, true)
+		for i := range reqs {
+			p.reqs = append(p.reqs, &rreq{room: uint64(100 + i), first: uint64(1000 + i)})
+		}
 		holder := make([]int32, n+1)
 		w, prevW := make([]uint32, n+1), make([]uint32, n+1)
 		check := func(step int, what string) {
@@ -211,6 +227,21 @@ func TestLanePoolPiecesMatchPageRecords(t *testing.T) {
 						seed, step, what, q, h, gw, gp, holder[q], w[q], prevW[q])
 				}
 			}
+			// tally, which counts a block at once, against the pages'
+			// writes counted one by one, over a random run of pages.
+			a := int32(1 + rng.IntN(int(n)))
+			pages := pageList{}.appendRun(a, min(int32(1+rng.IntN(3*run)), n+1-a))
+			skip, self := rng.IntN(3), uint64(100+rng.IntN(reqs))
+			got, want := map[uint64]*SourcePages{}, map[uint64]*SourcePages{}
+			p.tally(got, pages, skip, self)
+			for _, q := range pages.pages()[min(skip, pages.count()):] {
+				if i := writerOf(w[q]); i != 0 {
+					addWriter(want, p.reqs[i-1].room, isOut(w[q]), p.reqs[i-1].first, self)
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d step %d (%s): tally of %v skipping %d is %v, want %v", seed, step, what, pages, skip, fmtSources(got), fmtSources(want))
+			}
 		}
 		for step := range 400 {
 			switch op := rng.IntN(10); {
@@ -218,8 +249,8 @@ func TestLanePoolPiecesMatchPageRecords(t *testing.T) {
 				var pages pageList
 				used := make([]bool, n+2)
 				for range 1 + rng.IntN(3) {
-					a := int32(1 + rng.IntN(n))
-					k := int32(1 + rng.IntN(40))
+					a := int32(1 + rng.IntN(int(n)))
+					k := int32(1 + rng.IntN(run))
 					for ; k > 0 && a <= n && !used[a]; a, k = a+1, k-1 {
 						used[a] = true
 						pages = append(pages, span{a, 1})
@@ -238,11 +269,18 @@ func TestLanePoolPiecesMatchPageRecords(t *testing.T) {
 					}
 				}
 				check(step, fmt.Sprintf("claim %v own %d by %d", merged, own, ri))
-			case op < 9: // growth into one page
-				q, ri := int32(1+rng.IntN(n)), int32(rng.IntN(reqs))
-				p.grow(q, ri)
-				holder[q], prevW[q], w[q] = ri+1, w[q], written(ri+1, true)
-				check(step, fmt.Sprintf("grow %d by %d", q, ri))
+				for _, k := range p.blk {
+					if k != mixed && k != 0 {
+						blocksSeen++
+					}
+				}
+			case op < 9: // growth into a page or, lowest first, a few
+				q, ri := int32(1+rng.IntN(int(n))), int32(rng.IntN(reqs))
+				for k := 1 + rng.IntN(run/2); k > 0 && q <= n; q, k = q+1, k-1 {
+					p.grow(q, ri)
+					holder[q], prevW[q], w[q] = ri+1, w[q], written(ri+1, true)
+					check(step, fmt.Sprintf("grow %d by %d", q, ri))
+				}
 			default: // compaction renames every request (a reversal)
 				ref := func(i int32) int32 {
 					if i == 0 {
@@ -257,11 +295,14 @@ func TestLanePoolPiecesMatchPageRecords(t *testing.T) {
 					prevW[q] = written(ref(writerOf(prevW[q])), isOut(prevW[q]))
 				}
 				check(step, "renumber")
-				if len(p.pieces) > n+1 {
+				if len(p.pieces) > int(n)+1 {
 					t.Fatalf("seed %d: %d pieces kept for %d pages", seed, len(p.pieces), n)
 				}
 			}
 		}
+	}
+	if n >= 2*blockPages && blocksSeen == 0 {
+		t.Fatal("no claim left a block in one piece: the blocks went untested")
 	}
 }
 
@@ -550,4 +591,12 @@ func TestWithForeign(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fmtSources(m map[uint64]*SourcePages) string {
+	var b strings.Builder
+	for _, r := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(&b, "%d:%+v ", r, *m[r])
+	}
+	return b.String()
 }
