@@ -20,7 +20,7 @@ func newBenchIncidentCmd(a *app) *cobra.Command {
 	var scenario, dir, database string
 	var scale float64
 	var pageSize int
-	var keep, noAdopt, twoCommands bool
+	var keep, noAdopt, twoCommands, simulated bool
 	c := &cobra.Command{
 		Use:   "incident",
 		Short: "An incident from simulation to the notification list: time and peak RSS per phase, disk, and the list against the truth",
@@ -35,7 +35,8 @@ It prints each phase's time and this process's peak RSS during it, the
 time from the first line to the list, ClickHouse's bytes on disk, and how
 the received and exposed lists agree with the truth. With --database (and --dir, where that incident
 was simulated to) it analyzes an incident already ingested there, such as
-one kept with --keep, and drops nothing.`,
+one kept with --keep, and drops nothing. With --simulated it ingests and
+analyzes the logs an earlier run kept in --dir instead of simulating again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if scale <= 0 {
@@ -46,6 +47,16 @@ one kept with --keep, and drops nothing.`,
 			}
 			if database != "" && pageSize != 0 {
 				return usageError{fmt.Errorf("--page-size sets the simulation's engines; with --database nothing is simulated")}
+			}
+			if simulated {
+				switch {
+				case dir == "":
+					return usageError{fmt.Errorf("--simulated needs --dir, the directory an earlier run simulated to")}
+				case database != "":
+					return usageError{fmt.Errorf("--simulated ingests again; --database analyzes what is already ingested: give one")}
+				case cmd.Flags().Changed("scale") || cmd.Flags().Changed("page-size") || cmd.Flags().Changed("scenario"):
+					return usageError{fmt.Errorf("--scale, --page-size and --scenario set a simulation; with --simulated nothing is simulated")}
+				}
 			}
 			if database != "" && dir == "" {
 				return usageError{fmt.Errorf("--database needs --dir, the directory the incident was simulated to (its truth.json)")}
@@ -66,16 +77,19 @@ one kept with --keep, and drops nothing.`,
 				return err
 			}
 			defer closeFn()
-			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, PageSize: pageSize, Dir: dir, Ingested: database != "",
+			res, err := bench.Incident(ctx, s, bench.IncidentOptions{Scenario: scenario, Scale: scale, PageSize: pageSize, Dir: dir, Ingested: database != "", Simulated: simulated,
 				Ingest: ingest.Options{Logger: a.log}, Cfg: a.analyzeConfig(), AnalyzeMemoryLimit: analyzeMemoryLimit(a.cfg.Analyze.MemoryLimitMB),
 				IngestMemoryLimit: a.memoryLimit(), NoAdopt: noAdopt, TwoCommands: twoCommands})
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if database != "" {
+			switch {
+			case database != "":
 				fmt.Fprintf(w, "incident %s in %s: %d requests (ingested before)\n\n", dir, database, res.Requests)
-			} else {
+			case simulated:
+				fmt.Fprintf(w, "incident %s (simulated before): %d requests, %d records\n\n", dir, res.Requests, res.Lines)
+			default:
 				fmt.Fprintf(w, "incident %s at scale %g%s: %d requests, %d records\n\n", scenario, scale, pageSizeNote(pageSize), res.Requests, res.Lines)
 			}
 			tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
@@ -91,8 +105,12 @@ one kept with --keep, and drops nothing.`,
 				}
 			}
 			fmt.Fprintf(tw, "total\t%.1fs\t\n", total)
-			if line := firstLineToList(res.Phases); line > 0 {
-				fmt.Fprintf(tw, "first line to list\t%.1fs\t(%s)\n", line.Seconds(), phaseNames(res.Phases[1:]))
+			if line := linePhases(res.Phases); len(line) > 0 {
+				var d time.Duration
+				for _, p := range line {
+					d += p.Duration
+				}
+				fmt.Fprintf(tw, "first line to list\t%.1fs\t(%s)\n", d.Seconds(), phaseNames(line))
 			}
 			_ = tw.Flush()
 			if res.Adopted > 0 {
@@ -116,6 +134,7 @@ one kept with --keep, and drops nothing.`,
 	c.Flags().BoolVar(&keep, "keep", false, "keep the benchmark database")
 	c.Flags().BoolVar(&twoCommands, "two-commands", false, "measure kvtrail ingest then kvtrail analyze (a link after the lines, then an analysis of all data) instead of kvtrail ingest --analyze")
 	c.Flags().BoolVar(&noAdopt, "no-adopt", false, "the analysis saves every request it links, even those the link saved (the comparison)")
+	c.Flags().BoolVar(&simulated, "simulated", false, "ingest and analyze the logs an earlier run simulated to --dir, without simulating again")
 	c.Flags().StringVar(&database, "database", "", "analyze the incident already ingested in this database (with --dir: its simulation); nothing is simulated, ingested or dropped")
 	return c
 }
@@ -129,18 +148,15 @@ func phaseNames(phases []bench.Phase) string {
 	return strings.Join(names, ", ")
 }
 
-// firstLineToList is the time from the first line ingested to the
-// notification list: every phase after the simulation (0 when the
-// incident was ingested before this run).
-func firstLineToList(phases []bench.Phase) time.Duration {
-	if len(phases) == 0 || phases[0].Name != "simulate" {
-		return 0
+// linePhases is the phases from the first line to the list: from the
+// ingest on (none when nothing was ingested).
+func linePhases(phases []bench.Phase) []bench.Phase {
+	for i, p := range phases {
+		if p.Name == "ingest" {
+			return phases[i:]
+		}
 	}
-	var d time.Duration
-	for _, p := range phases[1:] {
-		d += p.Duration
-	}
-	return d
+	return nil
 }
 
 // pageSizeFlag is the benches' --page-size.

@@ -136,4 +136,25 @@ func testIncidentBenchmark(t *testing.T, twoCommands bool, pageSize int, want []
 		again.ReconstructedAt.Before(res.ReconstructedAt) {
 		t.Errorf("second analysis %+v, want the first's lists (%+v) from a reconstruction no older", again, res)
 	}
+
+	// The kept simulation ingested into a fresh database, as `bench
+	// incident --simulated` does: every phase but the simulation, the same
+	// lines and the same lists.
+	fresh := testdb.New(t)
+	re, err := bench.Incident(context.Background(), fresh, bench.IncidentOptions{Dir: dir, Simulated: true,
+		Cfg: analyze.DefaultConfig(), TwoCommands: twoCommands})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range re.Phases {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, want[1:]) {
+		t.Errorf("phases of a kept simulation ingested again %v, want %v", names, want[1:])
+	}
+	if re.Requests != res.Requests || re.Lines != res.Lines || re.Received != res.Received || re.Exposed != res.Exposed {
+		t.Errorf("the kept simulation ingested again gave %d requests, %d records, lists %+v and %+v; the first run %d, %d, %+v and %+v",
+			re.Requests, re.Lines, re.Received, re.Exposed, res.Requests, res.Lines, res.Received, res.Exposed)
+	}
 }
