@@ -452,9 +452,9 @@ func (r pageState) eval(x uint32) uint32 {
 // is mostly one run of some 20,000 pages (96,236 runs in 94,762 claims
 // over a scale-1 incident, 99% of the whole blocks claimed already in one
 // piece), so it writes an id a block instead of a page: the id a page
-// was most of the replay's memory traffic. Growth, a page at a time, splits the block it
-// lands in; its pages are mostly next to each other, so a split serves
-// a block of them.
+// was most of the replay's memory traffic. Growth, a page at a time,
+// splits the block it lands in; its pages are mostly next to each other
+// (785,113 splits for 47.0 million growth steps over that incident).
 const (
 	blockShift = 6
 	blockPages = 1 << blockShift
@@ -877,8 +877,10 @@ func (p *lanePool) grow(q int32, ri int32) {
 		p.split(b)
 		p.pieceOf[q] = 0
 		if q&(blockPages-1) == blockPages-1 {
-			// Growth takes the lowest free page: a block whose last
-			// page it took is often all growth, in no piece.
+			// With need_sort growth takes the lowest free page: a
+			// block whose last page it took is often all growth, in
+			// no piece. (settle checks; in any order it is only a
+			// chance to merge.)
 			p.settle(b)
 		}
 	}
